@@ -64,7 +64,7 @@ def process_outputs(rendering: Rendering, proc: Process, with_command: bool) -> 
         return {"deploy_type": deploy, "docker_image": dock.get("image"),
                 "docker_brand_key": dock.get("brand_key"), "command": proc.command,
                 "env": proc.env, "model_id": proc.extras.get("model_id"),
-                "docker_command": dock.get("command")}
+                "docker_command": proc.docker_command()}
     out = {"deploy_type": deploy, "docker_image": dock.get("image"),
            "docker_brand_key": dock.get("brand_key")}
     if "cuda_map" in dock:
@@ -74,7 +74,7 @@ def process_outputs(rendering: Rendering, proc: Process, with_command: bool) -> 
     if with_command:
         out["command"] = proc.command
     out["port"] = proc.port
-    out["docker_argv"] = dock.get("argv")
+    out["docker_argv"] = proc.docker_argv()
     return out
 
 
@@ -96,13 +96,12 @@ class BatchRenderer:
 
     def __init__(self, cat: Catalog):
         self.cat = cat
-        self._key: Optional[str] = None
+        self._key: Any = None
         self._value: Any = None
 
     def rendering(self, inputs: Mapping[str, Any]) -> Tuple[Rendering, Request]:
-        key = json.dumps(inputs, sort_keys=True)
-        if key != self._key:
-            self._key = key
+        if inputs != self._key or self._key is None:
+            self._key = inputs
             try:
                 req = request_from_inputs(inputs)
                 self._value = (render_request(self.cat, req), req)

@@ -51,35 +51,23 @@ def as_map(value: Any) -> Dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-@dataclass
 class Hardware:
-    """A taxonomy hardware profile, normalised."""
+    """A taxonomy hardware profile, normalised (generation read once)."""
 
-    hw_id: Optional[str]
-    profile: Dict[str, Any]
-
-    @property
-    def brand(self) -> Optional[str]:
-        return self.profile.get("brand")
-
-    @property
-    def gen(self) -> Optional[str]:
-        return dk.generation(self.profile)
-
-    @property
-    def gens(self) -> List[str]:
-        gen = self.profile.get("generation", self.profile.get("gpu_generation"))
-        if isinstance(gen, list):
-            return [g for g in gen if isinstance(g, str)]
-        return [gen] if isinstance(gen, str) else []
-
-    @property
-    def gpu_count(self) -> int:
-        return self.profile.get("gpu_count") or 1
-
-    @property
-    def vram_gb(self) -> Optional[float]:
-        return self.profile.get("vram_gb")
+    def __init__(self, hw_id: Optional[str], profile: Dict[str, Any]):
+        self.hw_id = hw_id
+        self.profile = profile
+        self.brand: Optional[str] = profile.get("brand")
+        self.gen: Optional[str] = dk.generation(profile)
+        raw = profile.get("generation", profile.get("gpu_generation"))
+        if isinstance(raw, list):
+            self.gens = [g for g in raw if isinstance(g, str)]
+        else:
+            self.gens = [raw] if isinstance(raw, str) else []
+        self.gpu_count: int = profile.get("gpu_count") or 1
+        self.vram_gb: Optional[float] = profile.get("vram_gb")
+        self._keys = [k for k in (hw_id, self.gen, (self.brand or "").lower() or None, "default")
+                      if k is not None]
 
     def gen_lookup(self, mapping: Mapping[str, Any]) -> Any:
         """Generation key, else ``nvidia`` on NVIDIA profiles (first truthy hit)."""
@@ -98,27 +86,66 @@ class Hardware:
         """Exact id > generation > lower-case brand > ``default``."""
         if not isinstance(mapping, dict):
             return None
-        for key in (self.hw_id, self.gen, (self.brand or "").lower() or None, "default"):
-            if key is not None and key in mapping and mapping[key] is not None:
+        for key in self._keys:
+            if key in mapping and mapping[key] is not None:
                 return mapping[key]
         return None
 
 
-@dataclass
 class Process:
-    """One thing to run on one host."""
+    """One thing to run on one host.
 
-    role: str
-    rank: Optional[int]
-    argv: List[str]
-    env: Dict[str, Any] = field(default_factory=dict)
-    port: Optional[int] = None
-    kind: str = "vllm"  # vllm | router | mooncake_master | mooncake_store | omni
-    command: str = ""
-    install: Optional[str] = None
-    config: Optional[Dict[str, Any]] = None
-    docker: Optional[Dict[str, Any]] = None
-    extras: Dict[str, Any] = field(default_factory=dict)
+    vLLM processes carry their docker image choice; the upstream-style docker argv and
+    the shell forms are computed on first use (they are only printed or compared).
+    """
+
+    def __init__(self, role: str, rank: Optional[int], argv: List[str],
+                 env: Optional[Dict[str, Any]] = None, port: Optional[int] = None,
+                 kind: str = "vllm", command: Optional[str] = None,
+                 install: Optional[str] = None, config: Optional[Dict[str, Any]] = None,
+                 docker: Optional[Dict[str, Any]] = None):
+        self.role = role
+        self.rank = rank
+        self.argv = argv
+        self.env = env if env is not None else {}
+        self.port = port
+        self.kind = kind
+        self._command = command
+        self.install = install
+        self.config = config
+        self.docker = docker  # image, brand_key, [cuda_map], profile, published port
+        self.extras: Dict[str, Any] = {}
+        self._docker_argv: Optional[List[str]] = None
+
+    def __repr__(self) -> str:
+        return f"Process({self.role!r}, rank={self.rank!r}, argv={self.argv!r})"
+
+    @property
+    def command(self) -> str:
+        """Shell form, for humans only."""
+        if self._command is None:
+            self._command = vllm_shell(self.argv)
+        return self._command
+
+    @property
+    def image(self) -> Optional[str]:
+        return self.docker["image"] if self.docker else None
+
+    def docker_argv(self) -> Optional[List[str]]:
+        """Upstream's ``docker run`` argv (GPU flags, --privileged, -e per env entry)."""
+        if not self.docker:
+            return None
+        if self._docker_argv is None:
+            d = self.docker
+            self._docker_argv = dk.docker_argv(d["profile"], d["image"], self.argv, self.env,
+                                               d["published"])
+        return self._docker_argv
+
+    def docker_command(self) -> Optional[str]:
+        if not self.docker:
+            return None
+        d = self.docker
+        return dk.docker_command(d["profile"], d["image"], self.argv, self.env, d["published"])
 
 
 @dataclass
@@ -405,21 +432,22 @@ def base_env(ctx: Context) -> Dict[str, Any]:
     return env
 
 
-def serving_args(ctx: Context, rank: int, addr: str, kv_opt, store) -> List[str]:
+def serving_args(ctx: Context, ranks: Sequence[int], addr: str, kv_opt, store) -> List[List[str]]:
+    """argv of each rank: everything but the parallel block is the same for all ranks."""
     so = ctx.so()
-    args = base_args(ctx)
-    args += as_list(ctx.strategy.get("vllm_args"))
-    args += parallel_block(ctx, rank, addr)
-    args += as_list(so.get("extra_args")) + as_list(so.get("vllm_args"))
+    head = base_args(ctx) + as_list(ctx.strategy.get("vllm_args"))
+    tail = as_list(so.get("extra_args")) + as_list(so.get("vllm_args"))
     for layer in ctx.hw_layers(ctx.strategy_name, None):
-        args += as_list(layer.get("extra_args"))
-    args += as_list(ctx.req.advanced_args)
-    args += features_args(ctx, store is not None)
+        tail += as_list(layer.get("extra_args"))
+    tail += as_list(ctx.req.advanced_args)
+    tail += features_args(ctx, store is not None)
     if kv_opt is not None:
-        args += as_list(kv_opt[1].get("args"))
+        tail += as_list(kv_opt[1].get("args"))
     if store is not None:
-        args += as_list(as_map(store.get("vllm")).get("vllm_args"))
-    return ["vllm", "serve", ctx.model_id] + dedupe(str(a) for a in args)
+        tail += as_list(as_map(store.get("vllm")).get("vllm_args"))
+    prefix = ["vllm", "serve", ctx.model_id]
+    return [prefix + dedupe([str(a) for a in head + parallel_block(ctx, rank, addr) + tail])
+            for rank in ranks]
 
 
 def serving_env(ctx: Context, kv_opt, store) -> Dict[str, Any]:
@@ -440,19 +468,10 @@ def serving_env(ctx: Context, kv_opt, store) -> Dict[str, Any]:
 def vllm_process(ctx: Context, role: str, rank: Optional[int], argv: List[str],
                  env: Dict[str, Any], port: int, docker_port: Optional[int] = None) -> Process:
     """A vLLM server process; ``docker_port`` is the port upstream's docker line publishes."""
-    image = ctx.docker["image"]
-    published = port if docker_port is None else docker_port
-    docker = {
-        "image": image,
-        "brand_key": ctx.docker["brand_key"],
-        "argv": dk.docker_argv(ctx.hw.profile, image, argv, env, published),
-        "command": dk.docker_command(ctx.hw.profile, image, argv, env, published),
-    }
-    if "cuda_map" in ctx.docker:
-        docker["cuda_map"] = ctx.docker["cuda_map"]
-    return Process(role=role, rank=rank, argv=argv, env=env, port=port,
-                   command=vllm_shell(argv),
-                   docker=docker)
+    docker = dict(ctx.docker)
+    docker["profile"] = ctx.hw.profile
+    docker["published"] = port if docker_port is None else docker_port
+    return Process(role=role, rank=rank, argv=argv, env=env, port=port, docker=docker)
 
 
 def is_multi(ctx: Context) -> bool:
@@ -464,14 +483,12 @@ def serving_processes(ctx: Context, addr: str, roles: Tuple[str, str, str], kv_o
     env = serving_env(ctx, kv_opt, store)
     single_role, head_role, worker_role = roles
     if not is_multi(ctx):
-        argv = serving_args(ctx, 0, addr, kv_opt, store)
+        argv = serving_args(ctx, [0], addr, kv_opt, store)[0]
         return [vllm_process(ctx, single_role, 0, argv, env, DEFAULT_PORT)]
-    procs = []
-    for rank in range(ctx.node_count):
-        argv = serving_args(ctx, rank, addr, kv_opt, store)
-        procs.append(vllm_process(ctx, head_role if rank == 0 else worker_role, rank, argv,
-                                  dict(env), DEFAULT_PORT))
-    return procs
+    argvs = serving_args(ctx, range(ctx.node_count), addr, kv_opt, store)
+    return [vllm_process(ctx, head_role if rank == 0 else worker_role, rank, argv, dict(env),
+                         DEFAULT_PORT)
+            for rank, argv in enumerate(argvs)]
 
 
 # ---------------------------------------------------------------------------------

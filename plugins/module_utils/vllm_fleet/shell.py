@@ -40,17 +40,15 @@ def dedupe(tokens: Iterable[str]) -> List[str]:
     last occurrence.  Flag identity is the exact string (``--x=1`` and ``--x`` differ).
     """
     grouped = units([t for t in tokens if t != ""])
-    seen = set()
-    kept: List[Unit] = []
-    for unit in reversed(grouped):
-        head = unit[0]
-        if head.startswith("-"):
-            if head in seen:
-                continue
-            seen.add(head)
-        kept.append(unit)
-    kept.reverse()
-    return [tok for unit in kept for tok in unit]
+    last = {}
+    for i, unit in enumerate(grouped):
+        if unit[0][:1] == "-":
+            last[unit[0]] = i
+    out: List[str] = []
+    for i, unit in enumerate(grouped):
+        if unit[0][:1] != "-" or last[unit[0]] == i:
+            out.extend(unit)
+    return out
 
 
 def quote(value: str) -> str:
