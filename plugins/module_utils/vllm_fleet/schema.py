@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import (
     Any,
@@ -47,7 +47,7 @@ from typing import (
 
 import yaml
 
-from .yamlio import Yaml12Loader, yaml11_traps
+from .yamlio import Yaml12Loader, load_yaml, yaml11_traps
 
 __all__ = [
     "Problem",
@@ -151,6 +151,7 @@ class _Vocab:
 
 
 def _as_str_list(value: Any) -> List[str]:
+    """Strings of a string-or-list value (other items dropped)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
@@ -205,8 +206,8 @@ def _build_vocab(taxonomy: Optional[Mapping[str, Any]], strategies: StrategiesAr
         generations=frozenset(gens),
         brands=frozenset(brands),
         tasks=task_ids,
-        kv_options=frozenset(str(k) for k in kv) if isinstance(kv, Mapping) else frozenset(),
-        kv_groups=frozenset(str(k) for k in groups) if isinstance(groups, Mapping) else frozenset(),
+        kv_options=frozenset(str(k) for k in kv) if isinstance(kv, Mapping) else None,
+        kv_groups=frozenset(str(k) for k in groups) if isinstance(groups, Mapping) else None,
         strategies=serving,
         kv_stores=frozenset(kv_stores),
     )
@@ -233,10 +234,12 @@ class _Ctx:
 
 
 def _join(path: str, key: Any) -> str:
+    """Dotted child path of a map key."""
     return f"{path}.{key}" if path else str(key)
 
 
 def _index(path: str, i: int) -> str:
+    """Child path of a list item."""
     return f"{path}[{i}]"
 
 
@@ -264,6 +267,7 @@ def _kind(value: Any) -> str:
 
 
 def _names(values: Iterable[str]) -> str:
+    """Sorted, comma-separated names for messages."""
     return ", ".join(sorted(values)) or "none"
 
 
@@ -317,6 +321,7 @@ STR = Type("string")
 INT = Type("integer")
 POS_INT = Type("integer", minimum=1)
 NUM = Type("number", minimum=0)
+NODE_COUNT = Type("integer", minimum=0)
 BOOL = Type("boolean")
 DATE = Type("date")
 SCALAR = Type("string", "number", "boolean")
@@ -374,6 +379,7 @@ KeyCheck = Callable[[_Ctx, str, str], None]
 
 
 def _check_key_type(ctx: _Ctx, path: str, key: Any) -> bool:
+    """Report a non-string map key; True when the key is a string."""
     if isinstance(key, str):
         return True
     ctx.error(_join(path, key), f"expected string key, got {_kind(key)} (quote it)")
@@ -475,6 +481,7 @@ def hardware(site: str) -> KeyCheck:
 
 
 def _report_hardware(ctx: _Ctx, site: str, path: str, name: str, accepted: FrozenSet[str]) -> None:
+    """Error, or warning where upstream just ignores the key, for an unaccepted hardware key."""
     vocab = ctx.vocab
     profiles = vocab.profiles or frozenset()
     if site == GEN and name in profiles:
@@ -510,7 +517,7 @@ def kv_option_ref(ctx: _Ctx, path: str, name: str) -> None:
     """Check a ``kv_offload_support`` key against taxonomy options and kv_store ids."""
     options = ctx.vocab.kv_options
     if options is None:
-        return
+        return  # no taxonomy kv_offload section to check against
     known = options | ctx.vocab.kv_stores
     if name not in known:
         ctx.error(path, f"unknown kv offload option '{name}' (known: {_names(known)})")
@@ -557,6 +564,7 @@ SUPPORT = Enum("unsupported", "supported")
 
 
 def _positive_int_or_map(site: str) -> Spec:
+    """A positive integer, or a hardware-keyed map of positive integers."""
     return OneOf(integer=POS_INT, map=MapOf(POS_INT, keys=hardware(site)))
 
 
@@ -581,6 +589,9 @@ def _check_docker_image(ctx: _Ctx, path: str, value: Any) -> None:
 DOCKER_IMAGE = Custom(_check_docker_image, "docker image")
 
 
+_GPU_MIN_GPUS = OneOf(integer=POS_INT, map=MapOf(POS_INT, keys=strategy_ref))
+
+
 def _check_min_gpus(ctx: _Ctx, path: str, value: Any) -> None:
     """``strategy_min_gpus``: a number, or a map by strategy id and/or GPU id."""
     if not isinstance(value, dict):
@@ -593,7 +604,7 @@ def _check_min_gpus(ctx: _Ctx, path: str, value: Any) -> None:
             continue
         sub = _join(path, key)
         if profiles is not None and key in profiles:
-            OneOf(integer=POS_INT, map=MapOf(POS_INT, keys=strategy_ref)).check(ctx, sub, item)
+            _GPU_MIN_GPUS.check(ctx, sub, item)
             continue
         if strategies is not None and key not in strategies and profiles is not None:
             ctx.error(sub, f"unknown strategy or hardware '{key}' (strategies: {_names(strategies)}; "
@@ -625,7 +636,7 @@ _MODEL = Fields({
     "parameter_count": STR,
     "active_parameters": STR,
     "architecture": Enum("dense", "moe"),
-    "context_length": POS_INT,
+    "context_length": Type("integer", minimum=0),
     "min_vllm_version": STR,
     "base_args": ARGS,
     "base_env": ENV,
@@ -685,7 +696,7 @@ _HW_ENV_ARGS = Fields({"extra_args": ARGS, "extra_env": ENV})
 _PD_ROLE = Fields({
     "parallelism": Enum("tp", "tep", "dep"),
     "tp": POS_INT,
-    "nodes": OneOf(integer=Type("integer", minimum=0), map=MapOf(Type("integer", minimum=0), keys=hardware(NODES))),
+    "nodes": OneOf(integer=NODE_COUNT, map=MapOf(NODE_COUNT, keys=hardware(NODES))),
     "vllm_args": ARGS,
     "extra_args": ARGS,
     "env": ENV,
@@ -780,10 +791,12 @@ _RECIPE = Fields({
 
 
 def _dict(value: Any) -> Dict[Any, Any]:
+    """The value if it is a map, else an empty map (for cross checks on ill-typed data)."""
     return value if isinstance(value, dict) else {}
 
 
 def _list(value: Any) -> List[Any]:
+    """The value if it is a list, else an empty list."""
     return value if isinstance(value, list) else []
 
 
@@ -805,7 +818,10 @@ def _check_feature_refs(ctx: _Ctx, data: Mapping[str, Any]) -> None:
             _check_one_feature(ctx, _join("features", fname), feature, variants)
 
 
-def _check_one_feature(ctx: _Ctx, path: str, feature: Mapping[str, Any], variants: Mapping[str, Any]) -> None:
+def _check_one_feature(
+    ctx: _Ctx, path: str, feature: Mapping[str, Any], variants: Mapping[str, Any]
+) -> None:
+    """One feature: ``args`` xor ``modes``, ``default_mode`` and mode ``variants``."""
     has_args, has_modes = "args" in feature, "modes" in feature
     if has_args and has_modes:
         ctx.error(path, "feature has both 'args' and 'modes' (expected one of them)")
@@ -848,6 +864,7 @@ def _check_variant_refs(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 
 
 def _check_default_mode(ctx: _Ctx, path: str, features: Mapping[str, Any], fname: Any, mode: Any) -> None:
+    """``variants.<v>.default_modes.<feature>: <mode>`` must name a modal feature and its mode."""
     if fname not in features:
         ctx.error(path, f"unknown feature '{fname}' (known: {_names(str(f) for f in features)})")
         return
@@ -855,10 +872,12 @@ def _check_default_mode(ctx: _Ctx, path: str, features: Mapping[str, Any], fname
     if not isinstance(modes, dict):
         ctx.error(path, f"feature '{fname}' has no modes")
     elif isinstance(mode, str) and mode not in modes:
-        ctx.error(path, f"unknown mode '{mode}' for feature '{fname}' (known: {_names(str(m) for m in modes)})")
+        known = _names(str(m) for m in modes)
+        ctx.error(path, f"unknown mode '{mode}' for feature '{fname}' (known: {known})")
 
 
 def _offered_strategies(data: Mapping[str, Any]) -> Set[str]:
+    """Strategies listed as compatible or opted in via ``strategy_hardware``."""
     offered = {s for s in _list(data.get("compatible_strategies")) if isinstance(s, str)}
     for name, per_hw in _dict(data.get("strategy_hardware")).items():
         if "supported" in _dict(per_hw).values():
@@ -872,11 +891,11 @@ _PD_ONLY_KEYS = ("prefill", "decode", "router", "pool_modes")
 def _check_strategy_refs(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     """Overrides and defaults that only take effect for certain strategies."""
     offered = _offered_strategies(data)
+    deploy_types = ctx.vocab.strategies or {}
     default = data.get("default_strategy")
-    if isinstance(default, str) and offered and default not in offered:
+    if default in deploy_types and offered and default not in offered:
         ctx.warn("default_strategy", f"'{default}' is not offered by compatible_strategies or "
                                      f"strategy_hardware, so it never applies")
-    deploy_types = ctx.vocab.strategies or {}
     for name, override in _dict(data.get("strategy_overrides")).items():
         if not isinstance(override, dict):
             continue
@@ -928,9 +947,11 @@ _STRATEGY_ROLE = Fields({
     "parallel_flag": STR,
 })
 
+_DEPLOY_TYPES = ("single_node", "multi_node", "pd_cluster")
+
 _STRATEGY = Fields({
     "name": STR,
-    "deploy_type": Enum("single_node", "multi_node", "pd_cluster"),
+    "deploy_type": Enum(*_DEPLOY_TYPES),
     "display_name": STR,
     "short_label": STR,  # newer upstream (SCHEMA.md section 10)
     "description": STR,
@@ -1036,8 +1057,8 @@ def _check_profiles(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 def _check_strategy_shape(ctx: _Ctx, data: Mapping[str, Any]) -> None:
     """Blocks that only one deploy_type reads."""
     deploy = data.get("deploy_type")
-    if not isinstance(deploy, str):
-        return
+    if deploy not in _DEPLOY_TYPES:
+        return  # already reported by the enum check
     if deploy != "pd_cluster":
         for key in ("prefill", "decode", "router"):
             if key in data:
@@ -1052,6 +1073,7 @@ def _check_strategy_shape(ctx: _Ctx, data: Mapping[str, Any]) -> None:
 
 
 def _top_level_map(ctx: _Ctx, data: Any) -> bool:
+    """Report a document whose top level is not a map."""
     if isinstance(data, dict):
         return True
     got = "an empty document" if data is None else _kind(data)
@@ -1060,6 +1082,7 @@ def _top_level_map(ctx: _Ctx, data: Any) -> bool:
 
 
 def _recipe_problems(data: Any, ctx: _Ctx) -> List[Problem]:
+    """Schema and cross-reference checks of one recipe."""
     if _top_level_map(ctx, data):
         _RECIPE.check(ctx, "", data)
         _check_variant_refs(ctx, data)
@@ -1103,6 +1126,7 @@ def validate_kv_store(data: Any, file: str) -> List[Problem]:
 
 
 def _taxonomy_problems(data: Any, ctx: _Ctx) -> List[Problem]:
+    """Schema checks of one taxonomy document."""
     if _top_level_map(ctx, data):
         _TAXONOMY.check(ctx, "", data)
         _check_profiles(ctx, data)
@@ -1117,7 +1141,7 @@ def validate_taxonomy(data: Any, file: str, strategies: StrategiesArg = None) ->
     """
     vocab = _build_vocab(data if isinstance(data, dict) else None, strategies)
     if strategies is None:
-        vocab = _Vocab(**{**vocab.__dict__, "strategies": None})
+        vocab = replace(vocab, strategies=None)
     return _taxonomy_problems(data, _Ctx(str(file), vocab))
 
 
@@ -1162,7 +1186,7 @@ def _scan_nodes(root: Optional[yaml.Node]) -> _Scan:
     while stack:
         node, path = stack.pop()
         if isinstance(node, yaml.ScalarNode):
-            if node.style is None and _may_differ(node):
+            if not node.style and _may_differ(node):  # plain: None (Python) or "" (libyaml)
                 scan.suspects.setdefault((node.start_mark.line + 1, node.value), path)
         elif isinstance(node, yaml.SequenceNode):
             stack.extend((child, _index(path, i)) for i, child in enumerate(node.value))
@@ -1180,12 +1204,26 @@ def _scan_nodes(root: Optional[yaml.Node]) -> _Scan:
     return scan
 
 
+_UNREADABLE = object()  # YAML 1.1 reading that PyYAML cannot construct (e.g. '=')
+
+
 def _describe(value: Any) -> str:
+    """Type and value of a scalar reading, for trap messages."""
+    if value is _UNREADABLE:
+        return "an error (no constructor)"
     if isinstance(value, str):
         return f"string '{value}'"
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     return f"{_kind(value)} {value!r}"
+
+
+def _read11(raw: str) -> Any:
+    """YAML 1.1 (PyYAML safe_load) reading of one scalar."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return _UNREADABLE
 
 
 def _trap_problems(file: str, text: str, scan: _Scan) -> List[Problem]:
@@ -1194,15 +1232,21 @@ def _trap_problems(file: str, text: str, scan: _Scan) -> List[Problem]:
         return []
     try:
         traps = yaml11_traps(text)
-    except yaml.YAMLError:  # a YAML 1.1-only tag (e.g. '=') that 1.1 cannot construct
-        traps = [(line, raw, raw, None) for line, raw in scan.suspects]
+    except yaml.YAMLError:  # one scalar has a 1.1-only tag; read the suspects one by one
+        traps = [(line, raw, load_yaml(raw), _read11(raw)) for line, raw in scan.suspects]
     problems = []
     for line, raw, v12, v11 in traps:
-        path = scan.suspects.get((line, raw)) or DOCUMENT
-        reading11 = "unreadable" if v11 is None and raw else _describe(v11)
-        problems.append(Problem(file, path, (
-            f"line {line}: plain scalar '{raw}' reads as {_describe(v12)} in YAML 1.2 (upstream js-yaml) "
-            f"but as {reading11} in YAML 1.1; quote it or write it unambiguously"), WARNING))
+        path = scan.suspects.get((line, raw))
+        if path is None:  # e.g. '.nan', which only differs because nan != nan
+            continue
+        if raw == "<<":
+            message = (f"line {line}: merge key '<<' is read as a plain key '<<' by the YAML 1.2 loader, "
+                       f"so nothing is merged; write the keys out")
+        else:
+            message = (f"line {line}: plain scalar '{raw}' reads as {_describe(v12)} in YAML 1.2 "
+                       f"(upstream js-yaml) but as {_describe(v11)} in YAML 1.1; quote it or write it "
+                       f"unambiguously")
+        problems.append(Problem(file, path, message, WARNING))
     return problems
 
 
@@ -1219,7 +1263,7 @@ def _load_file(path: Path, file: str) -> Tuple[Any, List[Problem], bool]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown line"
-        reason = exc.problem or exc.context or "syntax error"
+        reason = "; ".join(part for part in (exc.context, exc.problem) if part) or "syntax error"
         return None, [Problem(file, DOCUMENT, f"invalid YAML at {where}: {reason}")], False
     except yaml.YAMLError as exc:
         return None, [Problem(file, DOCUMENT, f"invalid YAML: {exc}")], False
@@ -1244,6 +1288,7 @@ def _load_file(path: Path, file: str) -> Tuple[Any, List[Problem], bool]:
 class _Doc:
     """One loaded file of a tree."""
 
+    kind: str  # "taxonomy", "strategy", "kv_store" or "recipe"
     root_index: int
     file: str
     data: Any
@@ -1265,9 +1310,10 @@ class _Tree:
         return self.taxonomies + self.strategies + self.kv_stores + self.recipes
 
 
-def _load_doc(index: int, path: Path) -> _Doc:
+def _load_doc(kind: str, index: int, path: Path) -> _Doc:
+    """Load one file of a tree."""
     data, problems, ok = _load_file(path, str(path))
-    return _Doc(index, str(path), data, ok, problems)
+    return _Doc(kind, index, str(path), data, ok, problems)
 
 
 def _discover(roots: Sequence[Path]) -> _Tree:
@@ -1279,10 +1325,13 @@ def _discover(roots: Sequence[Path]) -> _Tree:
             continue
         taxonomy = root / "taxonomy.yaml"
         if taxonomy.is_file():
-            tree.taxonomies.append(_load_doc(index, taxonomy))
-        tree.strategies.extend(_load_doc(index, p) for p in sorted((root / "strategies").glob("*.yaml")))
-        tree.kv_stores.extend(_load_doc(index, p) for p in sorted((root / "kv_store").glob("*.yaml")))
-        tree.recipes.extend(_load_doc(index, p) for p in sorted((root / "models").glob("*/*.yaml")))
+            tree.taxonomies.append(_load_doc("taxonomy", index, taxonomy))
+        for kind, pattern, bucket in (
+            ("strategy", "strategies/*.yaml", tree.strategies),
+            ("kv_store", "kv_store/*.yaml", tree.kv_stores),
+            ("recipe", "models/*/*.yaml", tree.recipes),
+        ):
+            bucket.extend(_load_doc(kind, index, p) for p in sorted(root.glob(pattern)) if p.is_file())
         tree.problems.extend(_stray_files(root))
     return tree
 
@@ -1343,12 +1392,16 @@ def _named(docs: Sequence[_Doc], problems: List[Problem], kind: str) -> Dict[str
     return table
 
 
-def _check_tree_names(tree: _Tree, strategies: Mapping[str, Any], kv_stores: Mapping[str, Any]) -> None:
+def _name_collisions(
+    tree: _Tree, strategies: Mapping[str, Any], kv_stores: Mapping[str, Any]
+) -> List[Problem]:
     """Strategies and kv_store deployments share one id space upstream."""
     by_name = {_dict(d.data).get("name"): d for d in tree.kv_stores}
-    for name in sorted(set(strategies) & set(kv_stores)):
-        tree.problems.append(Problem(by_name[name].file, "name",
-                                     f"kv_store name '{name}' collides with a strategy of the same name"))
+    message = "kv_store name '{}' collides with a strategy of the same name"
+    return [
+        Problem(by_name[name].file, "name", message.format(name))
+        for name in sorted(set(strategies) & set(kv_stores))
+    ]
 
 
 def validate_trees(roots: Sequence[Union[str, Path]]) -> List[Problem]:
@@ -1365,41 +1418,37 @@ def validate_trees(roots: Sequence[Union[str, Path]]) -> List[Problem]:
         problems.extend(doc.problems)
     strategies = _named(tree.strategies, problems, "strategy")
     kv_stores = _named(tree.kv_stores, problems, "kv_store")
-    _check_tree_names(tree, strategies, kv_stores)
-    taxonomy = _merged_taxonomy([d for d in tree.taxonomies if d.ok])
-    problems.extend(_missing_parts(paths, tree, taxonomy, strategies))
-    catalog: Dict[str, Any] = {**kv_stores, **strategies} if strategies else None  # type: ignore[assignment]
-    if catalog is None and kv_stores:
-        catalog = None
-    vocab = _build_vocab(taxonomy, catalog)
-    if catalog is None:
-        vocab = _Vocab(**{**vocab.__dict__, "kv_stores": frozenset(kv_stores)})
+    problems.extend(_name_collisions(tree, strategies, kv_stores))
+    taxonomy = _merged_taxonomy([d for d in tree.taxonomies if d.ok and isinstance(d.data, dict)])
+    problems.extend(_missing_parts(paths, taxonomy, strategies))
+    vocab = _build_vocab(taxonomy, strategies or None)
+    vocab = replace(vocab, kv_stores=frozenset(kv_stores))
     for doc in tree.documents():
         if doc.ok:
-            problems.extend(_check_doc(doc, tree, vocab))
+            problems.extend(_check_doc(doc, vocab))
     return problems
 
 
-def _missing_parts(paths: Sequence[Path], tree: _Tree, taxonomy: Any, strategies: Mapping[str, Any]) -> List[Problem]:
+def _missing_parts(paths: Sequence[Path], taxonomy: Any, strategies: Mapping[str, Any]) -> List[Problem]:
     """Report a stack without any taxonomy or strategies."""
     where = ", ".join(str(p) for p in paths) or "(no roots)"
     problems = []
     if taxonomy is None:
-        problems.append(Problem(where, "taxonomy.yaml", "no taxonomy.yaml in any root; hardware, task "
-                                                        "and kv_offload references are not checked"))
+        problems.append(Problem(where, "taxonomy.yaml", "no readable taxonomy.yaml in any root; hardware, "
+                                                        "task and kv_offload references are not checked"))
     if not strategies and not _list(_dict(taxonomy).get("strategies")):
         problems.append(Problem(where, "strategies", "no strategies/*.yaml in any root; strategy "
                                                      "references are not checked"))
     return problems
 
 
-def _check_doc(doc: _Doc, tree: _Tree, vocab: _Vocab) -> List[Problem]:
+def _check_doc(doc: _Doc, vocab: _Vocab) -> List[Problem]:
     """Dispatch one loaded document to its validator."""
     ctx = _Ctx(doc.file, vocab)
-    if doc in tree.recipes:
+    if doc.kind == "recipe":
         return _recipe_problems(doc.data, ctx)
-    if doc in tree.taxonomies:
+    if doc.kind == "taxonomy":
         return _taxonomy_problems(doc.data, ctx)
-    if doc in tree.strategies:
+    if doc.kind == "strategy":
         return validate_strategy(doc.data, doc.file)
     return validate_kv_store(doc.data, doc.file)

@@ -48,6 +48,7 @@ for _tag, _rx, _first in (
     ("tag:yaml.org,2002:int", _INT12, list("-+0123456789")),
     ("tag:yaml.org,2002:float", _FLOAT12, list("-+.0123456789")),
     ("tag:yaml.org,2002:timestamp", _TIMESTAMP, list("0123456789")),
+    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"]),  # js-yaml merges too
 ):
     Yaml12Loader.add_implicit_resolver(_tag, _rx, _first)
 
@@ -91,8 +92,13 @@ def yaml11_traps(text: str) -> List[Tuple[int, str, Any, Any]]:
     """
     traps: List[Tuple[int, str, Any, Any]] = []
     for node in _plain_scalars(yaml.compose(text, Loader=yaml.SafeLoader)):
-        v11 = yaml.safe_load(node.value) if node.value else None
-        v12 = load_yaml(node.value) if node.value else None
+        if not node.value or node.value in ("=", "<<"):
+            continue
+        try:
+            v11 = yaml.safe_load(node.value)
+            v12 = load_yaml(node.value)
+        except yaml.YAMLError:
+            continue
         if type(v11) is not type(v12) or v11 != v12:
             traps.append((node.start_mark.line + 1, node.value, v12, v11))
     return traps
