@@ -73,6 +73,7 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - start
     print(f"records: {total}  exact: {total - bad}  mismatched: {bad}  "
           f"agreement: {100.0 * (total - bad) / max(total, 1):.3f}%  time: {elapsed:.1f}s")
+    print(f"{total - bad} passed, {bad} failed")
     if by_key:
         print("mismatched keys:", dict(by_key.most_common()))
         print("by role/group:", dict(by_role.most_common(20)))

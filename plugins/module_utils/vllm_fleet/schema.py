@@ -628,7 +628,8 @@ _META = Fields({
     "platforms": ListOf(Fields({"id": STR, "blurb": STR, "install": STR, "script": STR})),
 })
 
-_INSTALL_CHANNEL_DOCKER = OneOf(boolean=BOOL, null=Type("null"), map=Fields({"note": STR}))
+# `command` under install.docker appears in newer upstream recipes (the seed has it)
+_INSTALL_CHANNEL_DOCKER = OneOf(boolean=BOOL, null=Type("null"), map=Fields({"command": STR, "note": STR}))
 _INSTALL_CHANNEL_PIP = OneOf(boolean=BOOL, null=Type("null"), map=Fields({"command": STR, "note": STR}))
 
 _MODEL = Fields({
