@@ -1,0 +1,57 @@
+# -*- coding: utf-8 -*-
+"""Filters that turn argv lists and env maps into systemd syntax (argv stays argv)."""
+
+from __future__ import annotations
+
+import re
+
+DOCUMENTATION = r"""
+---
+name: systemd_exec
+short_description: Quote an argv list for a systemd ExecStart= line
+description:
+  - Every element becomes one systemd word; elements with spaces, quotes, backslashes or
+    other special characters are double-quoted with C(\\) and C(\") escapes; C($) becomes
+    C($$) and C(%) becomes C(%%) so systemd expands neither variables nor specifiers.
+options:
+  _input:
+    description: The argv list.
+    type: list
+    elements: str
+    required: true
+"""
+
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%%").replace("$", "$$")
+
+
+def systemd_word(arg) -> str:
+    text = str(arg)
+    if text and _SAFE.match(text) and text != ";":
+        return _escape(text)
+    inner = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + _escape(inner) + '"'
+
+
+def systemd_exec(argv) -> str:
+    """argv list -> ExecStart value."""
+    return " ".join(systemd_word(a) for a in argv)
+
+
+def systemd_env_line(key, value) -> str:
+    """KEY="value" for an EnvironmentFile (double-quoted, backslash escapes)."""
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+        raise ValueError(f"invalid environment variable name {key!r}")
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'{key}="{text}"'
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "vllm_fleet_systemd_exec": systemd_exec,
+            "vllm_fleet_systemd_env_line": systemd_env_line,
+        }
