@@ -1,0 +1,697 @@
+"""Unit tests for the host-side facts module ``plugins/modules/vllm_fleet_gpu_facts.py``.
+
+* parsers: canned real-format output of ``nvidia-smi`` (query CSV, table header, ``-q``),
+  ``amd-smi`` (static JSON of ROCm 6 and 7, version), ``rocm-smi`` and ``/proc/cpuinfo``
+  (inline, or under ``tests/fixtures/gpu``);
+* the mapping table: every taxonomy id the module can detect, and the ordering / look-alike
+  traps (GH200 vs H200, GB200 vs B200, RTX 6000 Ada vs RTX PRO 6000, MI308X vs MI300X, ...);
+* the unknown-GPU error text, explicit ``hardware``, ``require_gpu``, the CPU path;
+* end to end: the module run as Ansible runs it (``python3 module.py args.json``) with the fake
+  GPU tools of ``tests/fakes/bin`` on PATH (skipped without ansible-core).
+
+The pure tests need neither ansible-core nor a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[4]
+MODULE_PATH = ROOT / "plugins" / "modules" / "vllm_fleet_gpu_facts.py"
+FIXTURES = ROOT / "tests" / "fixtures" / "gpu"
+FAKES = ROOT / "tests" / "fakes" / "bin"
+TAXONOMY = ROOT / "recipes" / "taxonomy.yaml"
+
+
+def _load_module():
+    spec = importlib.util.spec_from_file_location("vllm_fleet_gpu_facts", MODULE_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+gf = _load_module()
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ taxonomy
+
+
+def test_the_id_list_is_the_taxonomy_profile_list():
+    profiles = yaml.safe_load(TAXONOMY.read_text(encoding="utf-8"))["hardware_profiles"]
+    assert list(gf.HARDWARE_IDS) == list(profiles)
+
+
+# ------------------------------------------------------------------------------ nvidia-smi
+
+# `nvidia-smi --query-gpu=index,name,memory.total,driver_version,pci.bus_id
+#  --format=csv,noheader,nounits` on an HGX H100 (driver 550)
+H100_QUERY = "".join(
+    f"{i}, NVIDIA H100 80GB HBM3, 81559, 550.90.07, 00000000:{bus}:00.0\n"
+    for i, bus in enumerate(["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]))
+
+
+def test_nvidia_query_csv():
+    gpus = gf.parse_nvidia_query(H100_QUERY)
+    assert len(gpus) == 8
+    assert gpus[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
+                       "driver_version": "550.90.07", "bus_id": "00000000:18:00.0"}
+    assert [g["index"] for g in gpus] == list(range(8))
+
+
+def test_nvidia_query_with_header_units_and_unified_memory():
+    """DGX Spark: header line and units kept, memory.total is [N/A] (unified memory)."""
+    (gpu,) = gf.parse_nvidia_query(fixture("nvidia-query-gb10.csv"))
+    assert gpu["name"] == "NVIDIA GB10" and gpu["memory_mib"] is None
+    assert gpu["driver_version"] == "580.95.05" and gpu["bus_id"] == "0000000F:01:00.0"
+    (gpu,) = gf.parse_nvidia_query("0, NVIDIA H200, 143771 MiB, 570.133.20, 00000000:18:00.0\n")
+    assert gpu["memory_mib"] == 143771
+
+
+@pytest.mark.parametrize("text", [
+    "", "No devices were found\n",
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure "
+    "that the latest NVIDIA driver is installed and running.\n",
+    'Field "pci.bus_id" is not a valid field to query.\n\n',
+])
+def test_nvidia_query_without_gpus(text):
+    assert gf.parse_nvidia_query(text) == []
+
+
+def test_cuda_version_from_the_table_header_and_q():
+    assert gf.parse_cuda_version(fixture("nvidia-smi-table-580-rtx-pro-6000x2.txt")) == "13.0"
+    assert gf.parse_cuda_version(fixture("nvidia-smi-q-535-h100.txt")) == "12.2"
+    assert gf.parse_nvidia_driver_version(fixture("nvidia-smi-q-535-h100.txt")) == "535.161.08"
+    assert gf.parse_cuda_version(fixture("nvidia-smi-q-vgpu-no-cuda.txt")) is None
+    old = "| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |"
+    assert gf.parse_cuda_version(old) == "12.2"
+    assert gf.parse_cuda_version("") is None
+
+
+def _run_fake(tool, profile, argv, **extra_env):
+    env = dict(os.environ, FAKE_GPU_PROFILE=profile, **extra_env)
+    return subprocess.run([sys.executable, str(FAKES / tool)] + argv, capture_output=True, text=True,
+                          env=env, check=True).stdout
+
+
+def test_the_fake_nvidia_smi_output_parses():
+    gpus = gf.parse_nvidia_query(_run_fake("nvidia-smi", "b200x8", gf.NVIDIA_QUERY))
+    assert [g["name"] for g in gpus] == ["NVIDIA B200"] * 8
+    assert gpus[0]["memory_mib"] == 183359
+
+
+# ------------------------------------------------------------------------------ amd-smi / rocm-smi
+
+
+def test_amd_smi_static_rocm6_list():
+    gpus = gf.parse_amd_smi_static(fixture("amd-smi-static-mi300x-rocm6.json"))
+    assert len(gpus) == 2
+    assert gpus[1] == {"index": 1, "name": "AMD Instinct MI300X", "device_id": "0x74a1",
+                       "gfx_target": "gfx942", "memory_mib": 196592, "driver_version": "6.10.5",
+                       "bus_id": "0000:22:00.0"}
+
+
+def test_amd_smi_static_rocm7_gpu_data():
+    (gpu,) = gf.parse_amd_smi_static(fixture("amd-smi-static-mi355x-rocm7.json"))
+    assert (gpu["name"], gpu["device_id"], gpu["gfx_target"], gpu["memory_mib"]) == \
+        ("AMD Instinct MI355X", "0x75a3", "gfx950", 294896)
+    assert gpu["driver_version"] == "6.14.14"
+
+
+def test_amd_smi_static_old_vf_string_sizes():
+    (gpu,) = gf.parse_amd_smi_static(fixture("amd-smi-static-mi300x-vf-rocm61.json"))
+    assert gpu["device_id"] == "0x74b5" and gpu["gfx_target"] is None
+    assert gpu["memory_mib"] == 196592 and gpu["driver_version"] == "6.7.0"
+
+
+def test_amd_smi_static_tolerates_errors_warnings_and_int_ids():
+    text = ("WARNING: User is missing the following required groups: render\n"
+            + json.dumps([{"gpu": 0, "asic": {"market_name": "N/A", "device_id": 29857,
+                                              "target_graphics_version": "gfx942"},
+                           "vram": "AMDSMI_STATUS_NOT_SUPPORTED", "driver": "N/A"}]))
+    (gpu,) = gf.parse_amd_smi_static(text)
+    assert gpu["name"] is None and gpu["device_id"] == "0x74a1" and gpu["memory_mib"] is None
+    assert gf.parse_amd_smi_static("") == [] and gf.parse_amd_smi_static("not json") == []
+    assert gf.parse_amd_smi_static('{"gpu_data": []}') == []
+
+
+def test_amd_smi_version_shapes():
+    fake_shape = json.dumps([{"tool": "AMDSMI Tool", "version": "25.2.0+fb3b3f4",
+                              "amdsmi_library_version": "25.2.0", "rocm_version": "6.4.0",
+                              "amdgpu_version": "6.12.12", "amd_hsmp_driver_version": "N/A"}])
+    assert gf.parse_amd_smi_version(fake_shape) == {"rocm_version": "6.4.0", "driver_version": "6.12.12"}
+    as_object = '{"tool": "AMDSMI Tool", "version": "26.2.1", "rocm_version": "7.2.0"}'
+    assert gf.parse_amd_smi_version(as_object) == {"rocm_version": "7.2.0", "driver_version": None}
+    human = ("AMDSMI Tool: 24.6.3+9578815 | AMDSMI Library version: 24.6.3.0 | ROCm version: 6.2.1 | "
+             "amdgpu version: 6.8.5 | amd_hsmp version: N/A\n")
+    assert gf.parse_amd_smi_version(human) == {"rocm_version": "6.2.1", "driver_version": "6.8.5"}
+    older = json.dumps([{"tool": "AMDSMI Tool", "version": "24.5.1", "amdsmi_library_version": "24.5.1",
+                         "rocm_version": "N/A"}])
+    assert gf.parse_amd_smi_version(older)["rocm_version"] is None
+
+
+def test_the_fake_amd_smi_rocm7_output_parses():
+    """The fake's mi355x8 profile answers in the ROCm 7 {"gpu_data": [...]} layout."""
+    gpus = gf.parse_amd_smi_static(_run_fake("amd-smi", "mi355x8", gf.AMD_SMI_STATIC[0]))
+    assert len(gpus) == 8 and gf.map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi355x"
+    assert (gpus[0]["gfx_target"], gpus[0]["memory_mib"], gpus[0]["driver_version"]) == ("gfx950", 294896, "6.16.6")
+
+
+def test_the_fake_rocm_smi_output_parses(tmp_path):
+    """The fake switches to rocm-smi behaviour on its own name (a symlink)."""
+    (tmp_path / "rocm-smi").symlink_to(FAKES / "amd-smi")
+    env = dict(os.environ, FAKE_GPU_PROFILE="mi325x8")
+    out = subprocess.run([sys.executable, str(tmp_path / "rocm-smi")] + gf.ROCM_SMI_QUERY[0],
+                         capture_output=True, text=True, env=env, check=True).stdout
+    gpus, driver = gf.parse_rocm_smi(out)
+    assert len(gpus) == 8 and driver == "6.12.12" and gpus[7]["memory_mib"] == 262128
+    assert gf.map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi325x"
+
+
+def test_rocm_smi_json():
+    gpus, driver = gf.parse_rocm_smi(fixture("rocm-smi-mi325x.json"))
+    assert driver == "6.10.5"
+    assert [g["index"] for g in gpus] == [0, 1]
+    assert gpus[0]["name"] == "AMD Instinct MI325X" and gpus[0]["device_id"] == "0x74a5"
+    assert gpus[0]["gfx_target"] == "gfx942" and gpus[0]["memory_mib"] == 262128
+
+
+def test_rocm_smi_json_older_keys_and_noise():
+    """Lower-case 'Card series'/'Card model', 'N/A' series, a warning line before the JSON,
+    card10 sorting after card2."""
+    doc = {"card%d" % i: {"Card series": "N/A", "Card model": "0x74a1", "GFX Version": "gfx942",
+                          "VRAM Total Memory (B)": str(196592 * 1048576)} for i in (0, 2, 10)}
+    gpus, driver = gf.parse_rocm_smi("WARNING: AMD GPU device(s) is/are in a low-power state\n" + json.dumps(doc))
+    assert driver is None and [g["index"] for g in gpus] == [0, 2, 10]
+    assert gpus[0]["name"] is None and gpus[0]["device_id"] == "0x74a1"
+    assert gf.parse_rocm_smi("WARNING: No AMD GPUs specified\n") == ([], None)
+
+
+# ------------------------------------------------------------------------------ /proc/cpuinfo
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+cpu family\t: 6
+model\t\t: 173
+model name\t: Intel(R) Xeon(R) 6980P
+stepping\t: 1
+
+processor\t: 1
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) 6980P
+"""
+
+
+def test_cpuinfo_model_name():
+    assert gf.parse_cpu_model(CPUINFO) == "Intel(R) Xeon(R) 6980P"
+    arm = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
+    assert gf.parse_cpu_model(arm) is None and gf.parse_cpu_model(None) is None
+
+
+# ------------------------------------------------------------------------------ mapping table
+
+# (marketing name as nvidia-smi prints it, GPU count, MiB per GPU, expected id)
+NVIDIA_TABLE = [
+    ("NVIDIA H100 80GB HBM3", 8, 81559, "h100"),
+    ("NVIDIA H100 PCIe", 2, 81559, "h100"),
+    ("NVIDIA H100 NVL", 8, 95830, "h100"),
+    ("NVIDIA H200", 8, 143771, "h200"),
+    ("NVIDIA H200 NVL", 4, 143771, "h200"),
+    ("NVIDIA B200", 8, 183359, "b200"),
+    ("NVIDIA GB200", 4, 189471, "gb200"),
+    ("NVIDIA B300 SXM6 AC", 8, 275040, "b300"),
+    ("NVIDIA GB300", 4, 284208, "gb300"),
+    ("NVIDIA GB300", 1, 258048, "dgx_station_gb300"),
+    ("NVIDIA GB10", 1, None, "dgx_spark_gb10"),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1, 97887, "rtx_pro_6000"),
+    ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 2, 97887, "rtx_pro_6000_2x"),
+    ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 8, 97887, "rtx_pro_6000_8x"),
+    ("NVIDIA RTX PRO 5000 72GB Blackwell", 1, 73440, "rtx_pro_5000"),
+    ("NVIDIA RTX PRO 5000 72GB Blackwell", 4, 73440, "rtx_pro_5000_4x"),
+    ("NVIDIA GeForce RTX 5090", 1, 32607, "rtx_5090"),
+    ("NVIDIA GeForce RTX 5090", 2, 32607, "rtx_5090_2x"),
+    ("NVIDIA GeForce RTX 4090", 2, 24564, "rtx_4090_2x"),
+    # look-alikes and ordering traps
+    ("NVIDIA GH200 480GB", 1, 97871, None),           # Grace Hopper: not an H200
+    ("NVIDIA H20", 8, 97871, None),                   # prefix of H200
+    ("NVIDIA H800", 8, 81559, None),
+    ("NVIDIA A100-SXM4-80GB", 8, 81920, None),
+    ("NVIDIA B100", 8, 183359, None),
+    ("NVIDIA RTX 6000 Ada Generation", 1, 49140, None),  # not an RTX PRO 6000
+    ("Quadro RTX 6000", 2, 24576, None),
+    ("NVIDIA RTX 5000 Ada Generation", 1, 32760, None),
+    ("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 4, 97887, None),  # no x4 profile
+    ("NVIDIA RTX PRO 5000 Blackwell", 1, 48935, None),   # the 48 GB RTX PRO 5000
+    ("NVIDIA GeForce RTX 5090 Laptop GPU", 1, 24463, None),
+    ("NVIDIA GeForce RTX 4090", 1, 24564, None),          # only the x2 profile exists
+    ("NVIDIA GeForce RTX 4090 Laptop GPU", 2, 16376, None),
+]
+
+
+@pytest.mark.parametrize("name,count,mib,expected", NVIDIA_TABLE)
+def test_nvidia_mapping(name, count, mib, expected):
+    assert gf.map_nvidia(name, count, mib)[0] == expected
+
+
+def test_nvidia_rules_before_their_look_alikes():
+    """Even without word boundaries the specific names come first in the rule list."""
+    order = [pattern for pattern, _, _ in gf.NVIDIA_RULES]
+    for first, later in [(r"\bGB300\b", r"\bB300\b"), (r"\bGB200\b", r"\bB200\b"),
+                         (r"\bH200\b", r"\bH100\b")]:
+        assert order.index(first) < order.index(later)
+
+
+# (market name, device id, gfx target, expected id)
+AMD_TABLE = [
+    ("AMD Instinct MI300X", "0x74a1", "gfx942", "mi300x"),
+    ("AMD Instinct MI300X VF", "0x74b5", None, "mi300x"),
+    ("AMD Instinct MI325X", "0x74a5", "gfx942", "mi325x"),
+    ("AMD Instinct MI325X VF", "0x74b9", "gfx942", "mi325x"),
+    ("AMD Instinct MI355X", "0x75a3", "gfx950", "mi355x"),
+    ("AMD Instinct MI355X VF", "0x75B3", "gfx950", "mi355x"),
+    (None, "0x74a1", "gfx942", "mi300x"),                # market name N/A: the device id decides
+    ("AMD Instinct MI325X", None, "gfx942", "mi325x"),   # no device id: market name fallback
+    ("AMD Instinct MI355X", "0x1234", None, "mi355x"),
+    # traps
+    ("AMD Instinct MI300A", "0x74a0", "gfx942", None),
+    ("AMD Instinct MI308X", "0x74a2", "gfx942", None),
+    ("AMD Instinct MI350X", "0x75a0", "gfx950", None),
+    ("AMD Instinct MI300X", "0x74a1", "gfx950", None),   # contradictory: never guess
+    ("AMD Instinct MI355X", None, "gfx942", None),
+    ("AMD Instinct MI250X", "0x740c", "gfx90a", None),
+    ("AMD Radeon RX 7900 XTX", "0x744c", "gfx1100", None),
+]
+
+
+@pytest.mark.parametrize("name,device,gfx,expected", AMD_TABLE)
+def test_amd_mapping(name, device, gfx, expected):
+    assert gf.map_amd(name, device, gfx) == expected
+
+
+CPU_TABLE = [
+    ("Intel(R) Xeon(R) 6980P", "xeon6"),
+    ("Intel(R) Xeon(R) 6787P", "xeon6"),
+    ("Intel(R) Xeon(R) 6780E", "xeon6"),
+    ("Intel(R) Xeon(R) 6975P-C", "xeon6"),
+    ("Intel Xeon 6 6952P Processor", "xeon6"),
+    ("INTEL(R) XEON(R) PLATINUM 8592+", "xeon5"),
+    ("Intel(R) Xeon(R) Platinum 8581C CPU @ 2.30GHz", "xeon5"),
+    ("INTEL(R) XEON(R) PLATINUM 8568Y+", "xeon5"),
+    ("Intel(R) Xeon(R) Gold 6548Y+", "xeon5"),
+    ("Intel(R) Xeon(R) Gold 5520+", "xeon5"),
+    ("Intel(R) Xeon(R) Silver 4514Y", "xeon5"),
+    ("Intel(R) Xeon(R) Bronze 3508U", "xeon5"),
+    # other generations and vendors
+    ("Intel(R) Xeon(R) Platinum 8480+", None),           # 4th gen (Sapphire Rapids)
+    ("Intel(R) Xeon(R) Gold 6448Y", None),
+    ("Intel(R) Xeon(R) Platinum 8358 CPU @ 2.60GHz", None),
+    ("Intel(R) Xeon(R) Gold 6248R CPU @ 3.00GHz", None),
+    ("Intel(R) Xeon(R) CPU E5-2690 v4 @ 2.60GHz", None),
+    ("Intel(R) Xeon(R) Processor", None),                # generic cloud vCPU name
+    ("AMD EPYC 9654 96-Core Processor", None),
+    (None, None),
+]
+
+
+@pytest.mark.parametrize("model,expected", CPU_TABLE)
+def test_cpu_mapping(model, expected):
+    assert gf.map_cpu(model) == expected
+
+
+UNDETECTABLE = {"trillium", "ironwood", "arc_pro_b60", "arc_pro_b70", "ascend_950pr"}
+
+
+def test_every_gpu_and_cpu_id_is_detectable():
+    covered = ({row[-1] for row in NVIDIA_TABLE} | {row[-1] for row in AMD_TABLE}
+               | {row[-1] for row in CPU_TABLE}) - {None}
+    assert covered == set(gf.HARDWARE_IDS) - UNDETECTABLE
+
+
+# ------------------------------------------------------------------------------ detection errors
+
+ALL_IDS = ", ".join(gf.HARDWARE_IDS)
+
+
+def nvidia_facts(name, count, mib=81920):
+    facts = gf.empty_facts()
+    facts.update(vendor="nvidia", names=[name] * count, memory_mib=[mib] * count, count=count)
+    return facts
+
+
+def test_unknown_gpu_message():
+    with pytest.raises(gf.HardwareError) as err:
+        gf.detect_hardware(nvidia_facts("NVIDIA A100-SXM4-80GB", 8))
+    assert str(err.value) == ("unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host: set "
+                              "vllm_fleet_hardware to one of: " + ALL_IDS)
+    assert str(err.value).startswith("unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host: "
+                                     "set vllm_fleet_hardware to one of: h100, h200, b200, gb200")
+
+
+def test_unknown_count_and_small_variant_say_why():
+    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'NVIDIA GeForce RTX 4090' x1 on this host "
+                                               r"\(taxonomy profiles for this GPU: rtx_4090_2x = x2\): "
+                                               r"set vllm_fleet_hardware to one of: h100,"):
+        gf.detect_hardware(nvidia_facts("NVIDIA GeForce RTX 4090", 1, 24564))
+    with pytest.raises(gf.HardwareError, match=r"x4 on this host \(taxonomy profiles for this GPU: "
+                                               r"rtx_pro_6000 = x1, rtx_pro_6000_2x = x2, rtx_pro_6000_8x = x8\)"):
+        gf.detect_hardware(nvidia_facts("NVIDIA RTX PRO 6000 Blackwell Server Edition", 4, 97887))
+    with pytest.raises(gf.HardwareError, match=r"\(48935 MiB per GPU: a smaller variant than "
+                                               r"rtx_pro_5000, rtx_pro_5000_4x\)"):
+        gf.detect_hardware(nvidia_facts("NVIDIA RTX PRO 5000 Blackwell", 1, 48935))
+
+
+def test_mixed_gpus_fail_and_one_model_counts_together():
+    facts = nvidia_facts("NVIDIA H100 80GB HBM3", 4)
+    facts["names"] += ["NVIDIA H200"] * 4
+    facts["memory_mib"] += [143771] * 4
+    with pytest.raises(gf.HardwareError, match=r"^mixed GPUs on this host \('NVIDIA H100 80GB HBM3' x4, "
+                                               r"'NVIDIA H200' x4\): set vllm_fleet_hardware"):
+        gf.detect_hardware(facts)
+    facts = nvidia_facts("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1, 97887)
+    facts["names"].append("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")
+    facts["memory_mib"].append(97887)
+    # two different names, each x1 -> rtx_pro_6000 both: the same id, not "mixed"
+    assert gf.detect_hardware(facts) == "rtx_pro_6000"
+
+
+def test_unknown_amd_gpu():
+    facts = gf.empty_facts()
+    facts.update(vendor="amd", names=["AMD Instinct MI300A"] * 4, count=4, device_id="0x74a0",
+                 gfx_target="gfx942")
+    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'AMD Instinct MI300A' x4 on this host: "):
+        gf.detect_hardware(facts)
+    facts.update(names=[""] * 2, count=2)
+    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'unnamed AMD GPU 0x74a0' x2"):
+        gf.detect_hardware(facts)
+
+
+def test_cpu_hosts():
+    facts = gf.empty_facts()
+    facts.update(vendor="cpu", cpu_model="INTEL(R) XEON(R) PLATINUM 8592+")
+    assert gf.detect_hardware(facts) == "xeon5"
+    facts["cpu_model"] = "AMD EPYC 9654 96-Core Processor"
+    assert gf.detect_hardware(facts) is None
+    facts, warnings = gf.resolve(facts)
+    assert (facts["vendor"], facts["hardware"], facts["detected"], warnings) == ("cpu", None, False, [])
+
+
+# ------------------------------------------------------------------------------ probe + resolve
+
+
+class Host:
+    """Scripted host: tools -> {argv tuple after the tool path: (rc, out, err)}; files -> text."""
+
+    def __init__(self, tools=None, files=None):
+        self.tools = tools or {}
+        self.files = files or {}
+        self.calls = []
+
+    def which(self, tool):
+        return "/usr/bin/" + tool if tool in self.tools else None
+
+    def run(self, argv):
+        assert isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+        self.calls.append(argv)
+        tool = os.path.basename(argv[0])
+        return self.tools[tool].get(tuple(argv[1:]), (2, "", "unexpected arguments"))
+
+    def read_text(self, path):
+        return self.files.get(path)
+
+    def probe(self):
+        return gf.probe(self.run, self.which, self.read_text)
+
+
+NO_DRIVER = (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "")
+TABLE = fixture("nvidia-smi-table-580-rtx-pro-6000x2.txt")
+
+
+def test_probe_nvidia():
+    query = ("0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:01:00.0\n"
+             "1, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:C1:00.0\n")
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, query, ""), (): (0, TABLE, "")}},
+                {"/proc/cpuinfo": CPUINFO})
+    facts, warnings = gf.resolve(host.probe())
+    assert warnings == []
+    assert host.calls == [["/usr/bin/nvidia-smi", "--query-gpu=index,name,memory.total,driver_version,pci.bus_id",
+                           "--format=csv,noheader,nounits"], ["/usr/bin/nvidia-smi"]]
+    assert facts == {
+        "vendor": "nvidia", "hardware": "rtx_pro_6000_2x", "detected": True,
+        "detected_hardware": "rtx_pro_6000_2x", "count": 2,
+        "names": ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"] * 2,
+        "memory_mib": [97887, 97887], "total_memory_gib": 191.2, "driver_version": "580.82.07",
+        "cuda_version": "13.0", "rocm_version": None, "gfx_target": None, "device_id": None,
+        "bus_ids": ["00000000:01:00.0", "00000000:C1:00.0"], "cpu_model": "Intel(R) Xeon(R) 6980P",
+        "source": "nvidia-smi", "probe_notes": [],
+    }
+
+
+def test_probe_nvidia_cuda_from_q_when_the_table_has_none():
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, "garbled\n", ""),
+                                ("-q",): (0, fixture("nvidia-smi-q-535-h100.txt"), "")}})
+    facts = host.probe()
+    assert facts["cuda_version"] == "12.2" and facts["driver_version"] == "550.90.07"
+    assert facts["cpu_model"] is None and gf.resolve(facts)[0]["hardware"] == "h100"
+
+
+def test_probe_falls_through_a_dead_nvidia_smi_to_amd_smi():
+    version = json.dumps([{"tool": "AMDSMI Tool", "rocm_version": "6.4.0", "amdgpu_version": "6.12.12"}])
+    host = Host({
+        "nvidia-smi": {tuple(gf.NVIDIA_QUERY): NO_DRIVER},
+        "amd-smi": {tuple(gf.AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
+                    tuple(gf.AMD_SMI_VERSION): (0, version, "")},
+    })
+    facts, _ = gf.resolve(host.probe())
+    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 2, "amd-smi")
+    assert (facts["gfx_target"], facts["device_id"], facts["rocm_version"], facts["driver_version"]) == \
+        ("gfx942", "0x74a1", "6.4.0", "6.10.5")
+    assert facts["total_memory_gib"] == 384.0 and "_gpus" not in facts
+    assert facts["probe_notes"] == ["nvidia-smi (/usr/bin/nvidia-smi): no GPU (rc=9) NVIDIA-SMI has failed "
+                                    "because it couldn't communicate with the NVIDIA driver."]
+
+
+def test_probe_amd_smi_retries_with_fewer_sections():
+    host = Host({"amd-smi": {
+        tuple(gf.AMD_SMI_STATIC[0]): (2, "", "amd-smi: error: unrecognized arguments: --bus\n"),
+        tuple(gf.AMD_SMI_STATIC[1]): (255, "", "AmdSmiLibraryException: Error code:\n"
+                                               "\t2 | AMDSMI_STATUS_NOT_SUPPORTED\n"),
+        tuple(gf.AMD_SMI_STATIC[2]): (0, fixture("amd-smi-static-mi300x-vf-rocm61.json"), ""),
+        tuple(gf.AMD_SMI_VERSION): (0, "AMDSMI Tool: 24.5.1 | AMDSMI Library version: 24.5.1\n", ""),
+    }}, {gf.ROCM_VERSION_FILE: "6.1.2-119\n"})
+    facts, _ = gf.resolve(host.probe())
+    assert facts["hardware"] == "mi300x" and facts["device_id"] == "0x74b5" and len(host.calls) == 4
+    assert facts["rocm_version"] == "6.1.2"  # amd-smi did not say: /opt/rocm/.info/version
+
+
+def test_probe_amd_smi_without_gpu_does_not_retry():
+    host = Host({"amd-smi": {tuple(gf.AMD_SMI_STATIC[0]): (
+        1, "", "AMD-SMI: Unable to detect any GPU devices, check amdgpu version and module status\n")}},
+        {"/proc/cpuinfo": CPUINFO})
+    facts, _ = gf.resolve(host.probe())
+    assert len(host.calls) == 1
+    assert (facts["vendor"], facts["hardware"], facts["detected"], facts["source"]) == \
+        ("cpu", "xeon6", True, "/proc/cpuinfo")
+    assert facts["probe_notes"] == ["nvidia-smi: not found",
+                                    "amd-smi (/usr/bin/amd-smi): no GPU (rc=1) AMD-SMI: Unable to detect "
+                                    "any GPU devices, check amdgpu version and module status",
+                                    "rocm-smi: not found"]
+
+
+def test_probe_rocm_smi():
+    host = Host({"rocm-smi": {tuple(gf.ROCM_SMI_QUERY[0]): (0, fixture("rocm-smi-mi325x.json"), "")}},
+                {gf.ROCM_VERSION_FILE: "6.3.1-48\n"})
+    facts, _ = gf.resolve(host.probe())
+    assert (facts["hardware"], facts["count"], facts["source"], facts["driver_version"], facts["rocm_version"]) == \
+        ("mi325x", 2, "rocm-smi", "6.10.5", "6.3.1")
+
+
+def test_probe_rocm_smi_retries_but_not_without_gpus():
+    host = Host({"rocm-smi": {
+        tuple(gf.ROCM_SMI_QUERY[0]): (2, "rocm-smi: error: unrecognized arguments: --showid\n", ""),
+        tuple(gf.ROCM_SMI_QUERY[1]): (0, fixture("rocm-smi-mi325x.json"), ""),
+    }})
+    assert gf.resolve(host.probe())[0]["hardware"] == "mi325x" and len(host.calls) == 2
+    banner = "=" * 40 + " ROCm System Management Interface " + "=" * 40
+    host = Host({"rocm-smi": {tuple(gf.ROCM_SMI_QUERY[0]): (
+        1, "\n\n%s\nWARNING: No AMD GPUs specified\n%s\n" % (banner, "=" * 40), "")}})
+    facts = host.probe()
+    assert len(host.calls) == 1 and facts["vendor"] == "none"
+    assert facts["probe_notes"][-1] == "rocm-smi (/usr/bin/rocm-smi): no GPU (rc=1) WARNING: No AMD GPUs specified"
+
+
+def test_probe_nothing_at_all():
+    facts, warnings = gf.resolve(Host().probe())
+    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("none", None, 0, None)
+    assert facts["total_memory_gib"] is None and warnings == []
+
+
+def test_require_gpu():
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): NO_DRIVER}}, {"/proc/cpuinfo": CPUINFO})
+    with pytest.raises(gf.HardwareError, match=r"^no NVIDIA or AMD GPU found on this host \(require_gpu is set\): "
+                                               r"nvidia-smi \(/usr/bin/nvidia-smi\): no GPU \(rc=9\)"):
+        gf.resolve(host.probe(), require_gpu=True)
+    with pytest.raises(gf.HardwareError):  # an explicit id does not stand in for a GPU
+        gf.resolve(host.probe(), hardware="h100", require_gpu=True)
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
+    assert gf.resolve(host.probe(), require_gpu=True)[0]["hardware"] == "h100"
+
+
+def test_explicit_hardware_never_guesses_or_fails():
+    a100 = "".join(f"{i}, NVIDIA A100-SXM4-80GB, 81920, 550.90.07, 00000000:0{i}:00.0\n" for i in range(8))
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, a100, ""), (): (0, TABLE, "")}})
+    with pytest.raises(gf.HardwareError, match="unknown GPU 'NVIDIA A100-SXM4-80GB' x8"):
+        gf.resolve(host.probe())
+    facts, warnings = gf.resolve(host.probe(), hardware="h100")
+    assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h100", False, None)
+    assert warnings == ["using hardware 'h100' as given; the probe could not map this host: "
+                        "unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host"]
+
+
+def test_explicit_hardware_that_disagrees_or_is_not_builtin_warns():
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
+    facts, warnings = gf.resolve(host.probe(), hardware="h200")
+    assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h200", False, "h100")
+    assert warnings == ["hardware is set to 'h200' but this host looks like 'h100' (8 x NVIDIA H100 80GB HBM3)"]
+    facts, warnings = gf.resolve(host.probe(), hardware="h100")
+    assert warnings == [] and facts["hardware"] == "h100" and facts["detected"] is False
+    facts, warnings = gf.resolve(Host().probe(), hardware="my_private_box")
+    assert facts["hardware"] == "my_private_box" and "not a built-in taxonomy id" in warnings[0]
+
+
+def test_the_module_never_uses_a_shell():
+    source = MODULE_PATH.read_text(encoding="utf-8")
+    assert "use_unsafe_shell" not in source and "shell=True" not in source
+    assert "supports_check_mode=True" in source
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def _python_bin(tmp_path: Path) -> Path:
+    """A directory with just `python3` (the fakes are `#!/usr/bin/env python3` scripts)."""
+    bindir = tmp_path / "python-bin"
+    bindir.mkdir()
+    (bindir / "python3").symlink_to(sys.executable)
+    return bindir
+
+
+def _bin_with(tmp_path: Path, name: str, tools: dict) -> Path:
+    bindir = tmp_path / name
+    bindir.mkdir()
+    for tool, target in tools.items():
+        dest = bindir / tool
+        if isinstance(target, Path):
+            dest.symlink_to(target)
+        else:
+            dest.write_text(target, encoding="utf-8")
+            dest.chmod(0o755)
+    return bindir
+
+
+FAKE_A100 = """#!/usr/bin/env python3
+import sys
+if any(a.startswith("--query-gpu") for a in sys.argv[1:]):
+    for i in range(8):
+        print(f"{i}, NVIDIA A100-SXM4-80GB, 81920, 550.90.07, 00000000:0{i}:00.0")
+else:
+    print("| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |")
+"""
+
+# name -> (bin dirs, FAKE_GPU_PROFILE, module args)
+E2E = {
+    "h200x8": (["fakes"], "h200x8", {"require_gpu": True, "_ansible_check_mode": True}),
+    "mi300x8": (["fakes"], "mi300x8", {}),
+    "none": (["fakes"], "none", {"amd_smi_path": "/nonexistent/amd-smi"}),
+    "unknown-gpu": (["a100"], "", {}),
+    "explicit-hardware": (["fakes"], "h200x8", {"hardware": "h100"}),
+}
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """Every end-to-end case, run concurrently (each is a python3 + ansible import)."""
+    pytest.importorskip("ansible")
+    tmp = tmp_path_factory.mktemp("gpu-facts")
+    dirs = {
+        "fakes": FAKES,
+        "a100": _bin_with(tmp, "a100", {"nvidia-smi": FAKE_A100}),
+    }
+    python_bin = _python_bin(tmp)
+    procs = {}
+    for name, (bins, profile, args) in E2E.items():
+        args_file = tmp / f"{name}.json"
+        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
+        env = {"PATH": os.pathsep.join([str(dirs[b]) for b in bins] + [str(python_bin)]),
+               "FAKE_GPU_PROFILE": profile, "HOME": str(tmp), "LANG": "C.UTF-8"}
+        procs[name] = subprocess.Popen([sys.executable, str(MODULE_PATH), str(args_file)], env=env,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=60)
+        try:
+            results[name] = json.loads(out)
+        except ValueError:
+            raise AssertionError(f"{name}: module printed no JSON (rc={proc.returncode}):\n{out}\n{err}")
+        results[name]["_rc"] = proc.returncode
+    return results
+
+
+def test_e2e_h200x8(e2e):
+    result = e2e["h200x8"]
+    facts = result["ansible_facts"]["vllm_fleet_gpu"]
+    assert result["changed"] is False and not result.get("failed") and result["_rc"] == 0
+    assert (facts["vendor"], facts["hardware"], facts["count"], facts["detected"]) == ("nvidia", "h200", 8, True)
+    assert facts["names"] == ["NVIDIA H200"] * 8 and facts["memory_mib"] == [143771] * 8
+    assert (facts["driver_version"], facts["cuda_version"], facts["source"]) == ("570.133.20", "12.8", "nvidia-smi")
+    assert facts["total_memory_gib"] == 1123.2 and len(facts["bus_ids"]) == 8
+
+
+def test_e2e_mi300x8(e2e):
+    result = e2e["mi300x8"]
+    facts = result["ansible_facts"]["vllm_fleet_gpu"]
+    assert result["changed"] is False and not result.get("failed")
+    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 8, "amd-smi")
+    assert (facts["gfx_target"], facts["device_id"], facts["rocm_version"], facts["driver_version"]) == \
+        ("gfx942", "0x74a1", "6.4.0", "6.12.12")
+    assert facts["memory_mib"] == [196592] * 8 and facts["cuda_version"] is None
+    assert facts["bus_ids"][:2] == ["0000:05:00.0", "0000:26:00.0"] and len(facts["bus_ids"]) == 8
+    assert facts["probe_notes"][0].startswith("nvidia-smi (") and "(rc=9)" in facts["probe_notes"][0]
+
+
+def test_e2e_cpu_only(e2e):
+    result = e2e["none"]
+    facts = result["ansible_facts"]["vllm_fleet_gpu"]
+    assert not result.get("failed") and result["changed"] is False
+    assert facts["vendor"] in ("cpu", "none") and facts["count"] == 0
+    assert facts["hardware"] in (None, "xeon5", "xeon6")  # whatever CPU runs the tests
+    assert [n.split(" ")[0] for n in facts["probe_notes"]] == ["nvidia-smi", "amd-smi:", "rocm-smi"]
+    assert facts["probe_notes"][1] == "amd-smi: not found"
+    assert any("amd_smi_path /nonexistent/amd-smi is not an executable file" in json.dumps(w)
+               for w in result.get("warnings", []))
+
+
+def test_e2e_unknown_gpu_fails_with_the_id_list(e2e):
+    result = e2e["unknown-gpu"]
+    assert result["failed"] is True
+    assert result["msg"] == "unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host: set vllm_fleet_hardware " \
+                            "to one of: " + ALL_IDS
+
+
+def test_e2e_explicit_hardware(e2e):
+    result = e2e["explicit-hardware"]
+    facts = result["ansible_facts"]["vllm_fleet_gpu"]
+    assert result["changed"] is False and not result.get("failed")
+    assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h100", False, "h200")
+    # ansible-core >= 2.19 returns warnings as structured objects, older releases as strings
+    assert any("looks like 'h200'" in json.dumps(w) for w in result.get("warnings", []))
