@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
@@ -123,7 +124,10 @@ def shell_view(view: Dict[str, Any]) -> str:
         if proc.get("install"):
             lines.append(f"# install: {proc['install']}")
         for key, value in (proc.get("env") or {}).items():
-            lines.append(f"export {key}={value}")
+            text = str(value)
+            # placeholders stay expandable; everything else is quoted for the shell
+            shown = text if text.startswith("$") and text[1:].replace("_", "").isalnum() else shlex.quote(text)
+            lines.append(f"export {key}={shown}")
         lines.append(proc.get("command") or "")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks)

@@ -81,11 +81,15 @@ class Catalog:
                 self.strategies[data["name"]] = data
                 self.strategy_sources[data["name"]] = str(path)
         models = root / "models"
-        for path in sorted(models.glob("*/*.yaml")):
+        paths = [p for p in models.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
+        for path in sorted(paths):
+            rel = path.relative_to(models).parts
+            if len(rel) < 2:
+                continue  # recipes live under models/<org>/
             data = read_yaml(path)
             if not isinstance(data, dict):
                 raise LoadError(f"{path}: expected a mapping at the top level")
-            hf_id = f"{path.parent.name}/{path.stem}"
+            hf_id = f"{rel[0]}/{path.stem}"  # first directory + file stem, as upstream
             self.recipes[hf_id] = data
             self.sources[hf_id] = str(path)
 

@@ -323,8 +323,8 @@ def _host_plan(cat: Catalog, recipe, variant, req: Request, deploy_type: str, pr
     vendor = VENDOR_BY_BRAND_KEY.get(docker.get("brand_key"), "cuda")
     if profile.get("generation") == "xpu":
         vendor = "xpu"
-    name = f"vllm-fleet-{deployment}" + (f"-{index}" if index else "") + (
-        f"-{proc.role}{proc.rank}" if multi else "")
+    # one name per host is enough: hosts never share a container/unit namespace
+    name = f"vllm-fleet-{deployment}" + (f"-{proc.role}{proc.rank}" if multi else "")
     serves = proc.role in ("single", "head")
     served = settings.get("served_model_name") or proc.argv[2]
     process = {

@@ -651,11 +651,12 @@ def pd_role_process(ctx: Context, pool: Pool, store) -> Process:
     if ctx.hw.hw_id not in PD_FULL_FABRIC:
         for key in PD_FILTERED_ENV:
             env.pop(key, None)
-    if pool.parallelism == "dep" and pool.raw_rank > 0:
+    # like the router and role metadata, the rename follows the requested (unsnapped) mode
+    if pool.requested == "dep" and pool.raw_rank > 0:
+        own = f"${pool.role.upper()}_NODE_"
         for key, value in list(env.items()):
-            for prefix in ("$PREFILL_NODE_", "$DECODE_NODE_"):
-                if value == prefix + "1":
-                    env[key] = f"{prefix}{pool.raw_rank + 1}"
+            if value == own + "1":
+                env[key] = f"{own}{pool.raw_rank + 1}"
     proc = vllm_process(ctx, pool.role, pool.rank, argv, env, PD_PORTS[pool.role])
     proc.extras["pd_role"] = {
         "nodes": pool.nodes, "parallelism": pool.requested, "tp": pool.tp,
@@ -710,13 +711,13 @@ def kv_instance_count(ctx: Context, store: Mapping[str, Any]) -> Tuple[int, int]
         count, current = raw, 0
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         count = store.get("default_instances") or 2
-    return int(count), int(current)
+    current = current if isinstance(current, int) and not isinstance(current, bool) else 0
+    return int(count), min(max(current, 0), int(count) - 1)
 
 
 def mooncake_install(ctx: Context, store: Mapping[str, Any]) -> Optional[str]:
     install = as_map(as_map(store.get("vllm")).get("install"))
-    key = "amd" if ctx.hw.brand == "AMD" else "nvidia"
-    return install.get(key)
+    return install.get(ctx.docker["brand_key"])
 
 
 def mooncake_meta(ctx: Context, store: Mapping[str, Any]) -> Dict[str, Any]:
@@ -813,12 +814,13 @@ def render_omni(ctx: Context) -> Rendering:
     if port:
         args += ["--port", str(port)]
     args.append("--omni")
-    binary = ["vllm", "serve"]
+    binary = str(omni.get("serve_binary") or "vllm serve").split()
     argv = binary + [model_id] + dedupe(str(a) for a in args)
     http_port = port or DEFAULT_PORT
     # upstream publishes 8000 whatever omni.port says; the process itself listens on port
     proc = vllm_process(ctx, "omni", 0, argv, env, http_port, docker_port=DEFAULT_PORT)
     proc.kind = "omni"
+    proc._command = vllm_shell(argv, len(binary))
     proc.extras["model_id"] = model_id
     return Rendering("omni", [proc])
 
@@ -849,5 +851,5 @@ def resolve(recipe: Mapping[str, Any], req: Request, strategies: Mapping[str, An
                 desc = f"{desc} Requires: {kv_opt[1]['install']}"
             procs[0].extras["companions"] = [{
                 "feature": f"kv_offload:{kv_opt[0]}", "label": companion.get("label"),
-                "description": desc, "command": companion["command"]}]
+                "description": desc, "command": str(companion["command"]).rstrip()}]
     return Rendering(deploy, procs)

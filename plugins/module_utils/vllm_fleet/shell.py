@@ -74,6 +74,7 @@ def shell_command(head: str, args: Sequence[str], indent: str = "  ", quoted: bo
     return (" \\\n" + indent).join(lines)
 
 
-def vllm_shell(argv: Sequence[str]) -> str:
-    """Shell form of a ``vllm serve <model> ...`` argv."""
-    return shell_command(" ".join(argv[:3]), argv[3:])
+def vllm_shell(argv: Sequence[str], binary_words: int = 2) -> str:
+    """Shell form of a ``vllm serve <model> ...`` argv (``binary_words`` before the model)."""
+    head = binary_words + 1
+    return shell_command(" ".join(argv[:head]), argv[head:])
