@@ -4,6 +4,8 @@
   unit         pytest over tests/unit (engine, validator, CLI), no ../shared needed
   conformance  every record of ../shared/conformance/cases.jsonl.gz through the
                render-batch code path; 100 % exact agreement required
+  lint         ansible-lint (production profile) over playbooks/ and roles/, and
+               ansible-doc on every module (their documentation must render)
 Other sessions:
   collections  extract the collections of requirements.yml from the `ansible` wheel
                (PyPI) into .ansible/collections; no Galaxy access needed
@@ -19,7 +21,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared"
-nox.options.sessions = ["unit", "conformance"]
+nox.options.sessions = ["collections", "unit", "conformance", "lint"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -46,6 +48,20 @@ def conformance(session: nox.Session) -> None:
     _install(session)
     session.run("python", "tests/conformance/run_corpus.py", "--cases", str(cases),
                 "--recipes", str(SHARED / "conformance" / "recipes"), *session.posargs)
+
+
+MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan"]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ansible-lint production profile; ansible-doc renders every module."""
+    session.install("ansible-core>=2.17,<2.20", "ansible-lint>=25")
+    session.run("ansible-lint", "--offline", "playbooks", "roles")
+    for module in MODULES:
+        session.run("ansible-doc", "-M", "plugins/modules", module, silent=True)
+    session.run("ansible-doc", "-t", "filter", "vllm_fleet_systemd_exec", silent=True)
+    session.log(f"ansible-doc rendered {len(MODULES)} modules and the filter")
 
 
 @nox.session

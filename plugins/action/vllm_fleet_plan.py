@@ -3,32 +3,7 @@
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
----
-module: vllm_fleet_plan
-short_description: Plan a vLLM recipe deployment for the hosts of a group
-description:
-  - Runs on the controller. Collects the C(vllm_fleet_*) settings, addresses and GPU facts
-    of every host in O(hosts), groups them into deployments (C(vllm_fleet_deployment),
-    default recipe name + hardware), renders the recipe with the vllm-fleet engine and
-    returns this host's processes (argv, env, image, port, health target) with every
-    placeholder resolved.
-  - Fails, naming the host and the variable, when the inventory is inconsistent or a
-    choice is invalid; nothing is changed on any host.
-  - In diff mode the exact command of the host is shown as the diff.
-options:
-  hosts:
-    description: Hosts taking part (normally C(ansible_play_hosts_all)).
-    type: list
-    elements: str
-    required: true
-  recipe_sources:
-    description: Recipe trees or API JSON files, stacked left to right.
-    type: list
-    elements: path
-    required: true
-author: vllm-fleet
-"""
+# Documentation: plugins/modules/vllm_fleet_plan.py (ansible-doc reads it there).
 
 import os
 import sys

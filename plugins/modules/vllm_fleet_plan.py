@@ -1,0 +1,58 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# The work happens on the controller in plugins/action/vllm_fleet_plan.py; this file
+# carries the documentation, as Ansible expects for action plugins.
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_fleet_plan
+short_description: Plan a vLLM recipe deployment for the hosts of a group
+description:
+  - Runs on the controller. Collects the C(vllm_fleet_*) settings, addresses and GPU facts
+    of every host in O(hosts), groups them into deployments (C(vllm_fleet_deployment),
+    default recipe name + hardware), renders the recipe with the vllm-fleet engine and
+    returns this host's processes (argv, env, image, port, health target) with every
+    placeholder resolved.
+  - Fails, naming the host and the variable, when the inventory is inconsistent or a
+    choice is invalid; nothing is changed on any host.
+  - In diff mode the exact command of the host is shown as the diff.
+options:
+  hosts:
+    description: Hosts taking part (normally C(ansible_play_hosts_all)).
+    type: list
+    elements: str
+    required: true
+  recipe_sources:
+    description: Recipe trees or API JSON files, stacked left to right.
+    type: list
+    elements: path
+    required: true
+author: vllm-fleet
+notes:
+  - Runs on the controller only; hosts need nothing installed for it.
+"""
+
+EXAMPLES = r"""
+- name: Plan this host's processes
+  vllm_fleet_plan:
+    hosts: "{{ ansible_play_hosts_all }}"
+    recipe_sources: ["{{ playbook_dir }}/../recipes"]
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: C(vllm_fleet_plan), this host's plan.
+  returned: success
+  type: dict
+  contains:
+    vllm_fleet_plan:
+      description: >-
+        deployment, recipe, variant, hardware, strategy, deploy_type, node_count, runtime,
+        vendor, instance, instance_hosts, head, node_rank, command (shell form, for humans),
+        health, hash and processes (name, role, rank, argv, env, secret_env, image, port,
+        serves_http, served_model_name, model_path, hash).
+      type: dict
+      returned: success
+"""
