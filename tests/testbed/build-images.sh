@@ -2,13 +2,27 @@
 # Build the testbed's local Docker images WITHOUT any registry (no `docker pull` here):
 #   vllm-fleet/base:bookworm     debootstrap minbase + python3            CMD sleep infinity
 #   vllm-fleet/systemd:bookworm  + openssh-server sudo systemd dbus ...   CMD /sbin/init
+#   vllm-fleet/host:bookworm     systemd + sshd for Ansible (key-only root, UsePAM no, PATH with
+#                                the fakes dir /usr/local/fakes/bin for non-interactive ssh too),
+#                                python3-docker, python3-venv, procps             CMD /sbin/init
+#                                + what vLLM on CPU needs at run time on a host of the uv
+#                                runtime: g++ (torch inductor compiles kernels), python3-dev,
+#                                libnuma1 (vllm._C), openssl (inductor's cache checksums)
+#                                (the test-host image of tests/testbed/fleet.py)
+#   vllm-fleet/vllm-base:bookworm  base + g++ python3-dev libnuma1 libgomp1 openssl: the base of
+#                                the vLLM serving images (tests/testbed/build-serving-images.sh).
+#                                Without libnuma1, vllm._C does not load; without g++, torch
+#                                inductor fails at warm-up ("InvalidCxxCompiler"); without the
+#                                openssl binary it fails too (`openssl sha512` in codecache.py).
+# The vLLM serving images (real CPU vLLM + FAKE GPU stand-ins) are built by
+# tests/testbed/build-serving-images.sh on top of vllm-fleet/base.
 # Rootfs tarballs are cached under $CACHE_DIR (default /var/cache/vllm-fleet) so a rerun,
 # or FORCE=1, only re-imports (seconds). FRESH=1 also redoes debootstrap.
 #
 # Env:
 #   FORCE=1        rebuild (re-import) images even if they exist
 #   FRESH=1        ignore cached rootfs tarballs (implies FORCE=1)
-#   IMAGES="base systemd"   which images to build (default both)
+#   IMAGES="base systemd host vllm-base"   which images to build (default all four)
 #   DEBIAN_MIRROR  default http://deb.debian.org/debian
 #   SKIP_VERIFY=1  skip the smoke run of the images
 #   VERIFY_WAIT_S  bound for systemd to come up in the verify container (default 60)
@@ -22,7 +36,7 @@ SUITE=bookworm
 FRESH=${FRESH:-0}
 FORCE=${FORCE:-0}
 [[ $FRESH == 1 ]] && FORCE=1
-IMAGES=${IMAGES:-"base systemd"}
+IMAGES=${IMAGES:-"base systemd host vllm-base"}
 VERIFY_WAIT_S=${VERIFY_WAIT_S:-60}
 export DEBIAN_FRONTEND=noninteractive
 
@@ -34,10 +48,22 @@ log() { echo "[build-images] $*"; }
 declare -A INCLUDE=(
     [base]="python3"
     [systemd]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl"
+    [host]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl,python3-docker,python3-venv,procps,g++,python3-dev,libnuma1,openssl"
+    [vllm-base]="python3,g++,python3-dev,libnuma1,libgomp1,openssl"
 )
+# PATH of the test hosts: the FAKE GPU tools (tests/fakes/bin, bind-mounted read-only at
+# /usr/local/fakes/bin by tests/testbed/fleet.py) come first, for every way in.
+FAKES_DIR=/usr/local/fakes/bin
+HOST_PATH=$FAKES_DIR:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 declare -A CMD=(
     [base]='CMD ["sleep","infinity"]'
     [systemd]='CMD ["/sbin/init"]'
+    [host]='CMD ["/sbin/init"]'
+    [vllm-base]='CMD ["sleep","infinity"]'
+)
+# Extra image config lines per image (docker import -c).
+declare -A EXTRA_CHANGES=(
+    [host]="ENV PATH=$HOST_PATH"
 )
 
 command -v docker >/dev/null || { echo "docker missing: run $HERE/docker-engine.sh first" >&2; exit 1; }
@@ -54,12 +80,20 @@ need_debootstrap() {
     log "installed debootstrap in $(elapsed "$t") s"
 }
 
+# File name of the rootfs tarball of image $1. The key changes when the package list or the
+# mirror/suite changes; for host, the customisation code is part of the key too (edit it and
+# the rootfs is redone). The image is labelled with it: an image whose label differs is rebuilt.
+rootfs_name() {
+    local name=$1 inc=${INCLUDE[$1]} custom=""
+    [[ $name == host ]] && custom="|$HOST_PATH|$(declare -f customize_systemd customize_host)"
+    local key; key=$(printf '%s|%s|%s|minbase%s' "$SUITE" "$MIRROR" "$inc" "$custom" | sha256sum | cut -c1-12)
+    echo "rootfs-$name-$SUITE-$key.tar"
+}
+
 # Build (or reuse) the rootfs tarball for image $1; prints the tarball path on stdout.
 rootfs_tarball() {
     local name=$1 inc=${INCLUDE[$1]}
-    # The key changes when the package list or the mirror/suite changes.
-    local key; key=$(printf '%s|%s|%s|minbase' "$SUITE" "$MIRROR" "$inc" | sha256sum | cut -c1-12)
-    local tarball=$CACHE_DIR/rootfs-$name-$SUITE-$key.tar
+    local tarball; tarball=$CACHE_DIR/$(rootfs_name "$name")
     if [[ -s $tarball && $FRESH != 1 ]]; then
         log "rootfs cache hit: $tarball ($(du -h "$tarball" | cut -f1))" >&2
         echo "$tarball"; return 0
@@ -85,21 +119,10 @@ rootfs_tarball() {
     : >"$r/etc/machine-id"          # systemd fills it at boot (empty file = "initialise")
     rm -f "$r/var/lib/dbus/machine-id"
     echo "vllm-fleet" >"$r/etc/hostname"
-    if [[ $name == systemd ]]; then
-        # Units that make no sense (or fail) in a container.
-        local u
-        for u in getty.target console-getty.service systemd-udevd.service systemd-udev-trigger.service \
-                 systemd-modules-load.service sys-kernel-config.mount sys-kernel-debug.mount \
-                 sys-kernel-tracing.mount systemd-remount-fs.service apt-daily.timer \
-                 apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
-            ln -sf /dev/null "$r/etc/systemd/system/$u"
-        done
-        # sshd: allow root login by key (tests put keys in /root/.ssh); host keys were
-        # generated by the package install and are shared by every container of this image.
-        mkdir -p "$r/etc/ssh/sshd_config.d" "$r/root/.ssh"
-        chmod 700 "$r/root/.ssh"
-        printf 'PermitRootLogin prohibit-password\nUseDNS no\n' >"$r/etc/ssh/sshd_config.d/vllm-fleet-test.conf"
-    fi
+    case $name in
+        systemd) customize_systemd "$r" ;;
+        host) customize_systemd "$r"; customize_host "$r" ;;
+    esac
     t=$(date +%s.%N)
     tar --numeric-owner --xattrs -C "$r" -cf "$tarball.tmp" .
     mv "$tarball.tmp" "$tarball"
@@ -110,11 +133,62 @@ rootfs_tarball() {
     echo "$tarball"
 }
 
+customize_systemd() {
+    local r=$1
+    # Units that make no sense (or fail) in a container.
+    local u
+    for u in getty.target console-getty.service systemd-udevd.service systemd-udev-trigger.service \
+             systemd-modules-load.service sys-kernel-config.mount sys-kernel-debug.mount \
+             sys-kernel-tracing.mount systemd-remount-fs.service apt-daily.timer \
+             apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer; do
+        ln -sf /dev/null "$r/etc/systemd/system/$u"
+    done
+    # sshd: allow root login by key (tests put keys in /root/.ssh); host keys were
+    # generated by the package install and are shared by every container of this image.
+    mkdir -p "$r/etc/ssh/sshd_config.d" "$r/root/.ssh"
+    chmod 700 "$r/root/.ssh"
+    printf 'PermitRootLogin prohibit-password\nUseDNS no\n' >"$r/etc/ssh/sshd_config.d/vllm-fleet-test.conf"
+}
+
+# The Ansible test host (tests/testbed/fleet.py): sshd for Ansible with many parallel
+# connections, root by key only; the fakes dir first on PATH for login shells, non-interactive
+# ssh commands (sshd SetEnv: with UsePAM no, /etc/environment is not read by sshd), sudo and
+# docker exec (image ENV).
+customize_host() {
+    local r=$1
+    cat >"$r/etc/ssh/sshd_config.d/vllm-fleet-test.conf" <<EOF2
+# vllm-fleet testbed host (tests/testbed/build-images.sh). First value wins: this file is
+# included at the top of sshd_config.
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 200:30:400
+MaxSessions 100
+UseDNS no
+SetEnv PATH=$HOST_PATH
+EOF2
+    printf 'PATH="%s"\n' "$HOST_PATH" >"$r/etc/environment"
+    cat >"$r/etc/profile.d/00-vllm-fleet-fakes.sh" <<'EOF2'
+# vllm-fleet testbed: FAKE GPU tools (tests/fakes/bin, mounted read-only) first on PATH.
+case ":$PATH:" in *:/usr/local/fakes/bin:*) ;; *) PATH=/usr/local/fakes/bin:$PATH; export PATH ;; esac
+EOF2
+    printf 'Defaults secure_path="%s"\n' "$HOST_PATH" >"$r/etc/sudoers.d/vllm-fleet-fakes"
+    chmod 0440 "$r/etc/sudoers.d/vllm-fleet-fakes"
+    mkdir -p "$r$FAKES_DIR"
+}
+
 build_one() {
     local name=$1 ref=vllm-fleet/$1:$SUITE
     if image_exists "$ref" && [[ $FORCE != 1 ]]; then
-        log "$ref exists ($(docker image inspect -f '{{.Size}}' "$ref" | awk '{printf "%.0f MB", $1/1e6}')); skip (FORCE=1 to rebuild)"
-        return 0
+        local have; have=$(docker image inspect -f '{{index .Config.Labels "org.vllm-fleet.rootfs"}}' "$ref")
+        if [[ $have == "$(rootfs_name "$name")" ]]; then
+            log "$ref up to date ($have, $(docker image inspect -f '{{.Size}}' "$ref" | awk '{printf "%.0f MB", $1/1e6}')); skip (FORCE=1 to rebuild)"
+            return 0
+        fi
+        log "$ref is from ${have:-an unknown rootfs}, want $(rootfs_name "$name"): rebuilding"
     fi
     local old; old=$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)
     local t; t=$(date +%s.%N)
@@ -122,6 +196,7 @@ build_one() {
     local ti; ti=$(date +%s.%N)
     docker import \
         -c "${CMD[$name]}" \
+        ${EXTRA_CHANGES[$name]:+-c "${EXTRA_CHANGES[$name]}"} \
         -c "LABEL org.vllm-fleet.testbed=1 org.vllm-fleet.rootfs=$(basename "$tarball")" \
         -m "vllm-fleet testbed $name ($SUITE, debootstrap minbase)" \
         "$tarball" "$ref" >/dev/null
@@ -148,8 +223,23 @@ verify_base() {
     log "verify $ref: python3 $out ($(elapsed "$t") s)"
 }
 
-verify_systemd() {
-    local ref=vllm-fleet/systemd:$SUITE name=vllm-fleet-verify-systemd-$$-$RANDOM
+verify_vllm-base() {
+    local ref=vllm-fleet/vllm-base:$SUITE name=vllm-fleet-verify-vllm-base-$$-$RANDOM
+    VERIFY_NAMES+=("$name")
+    local t; t=$(date +%s.%N)
+    local out; out=$(docker run --name "$name" --network none "$ref" sh -c \
+        'echo "python3 $(python3 -c "import sys, sysconfig, os; print(sys.version.split()[0], os.path.exists(sysconfig.get_paths()[\"include\"] + \"/Python.h\") and \"+Python.h\")")"; g++ --version | head -n1; ldconfig -p | grep -o "libnuma.so.1" | head -n1; openssl version')
+    docker rm -f "$name" >/dev/null
+    log "verify $ref: $(echo $out) ($(elapsed "$t") s)"
+}
+verify_systemd() { verify_boot systemd; }
+verify_host() { verify_boot host; }
+
+# Boot image $1 with systemd as PID 1 (the flags of TESTBED.md); host also checks sshd config,
+# the Docker SDK, venv and the PATH a non-interactive ssh command gets.
+verify_boot() {
+    local img=$1
+    local ref=vllm-fleet/$img:$SUITE name=vllm-fleet-verify-$img-$$-$RANDOM
     VERIFY_NAMES+=("$name")
     local t; t=$(date +%s.%N)
     docker run -d --name "$name" --network none \
@@ -174,8 +264,19 @@ verify_systemd() {
         log "WARN: degraded; failed units:"; docker exec "$name" systemctl --failed --no-pager --plain || true
     fi
     local sshd; sshd=$(docker exec "$name" systemctl is-active ssh 2>/dev/null || true)
+    local extra=""
+    if [[ $img == host ]]; then
+        extra=$(docker exec "$name" sh -c '
+            sshd -T 2>/dev/null | grep -iE "^(usepam|strictmodes|maxstartups|permitrootlogin|setenv) " | tr "\n" " "
+            python3 -c "import docker, venv, ensurepip; print(\"python3-docker\", docker.__version__, end=\"; \")"
+            echo "ss $(command -v ss) sudo $(command -v sudo) curl $(command -v curl)"') || {
+            log "ERROR: $ref: host checks failed: $extra"; docker rm -f "$name" >/dev/null; exit 1; }
+        grep -q "usepam no" <<<"$extra" && grep -q "/usr/local/fakes/bin" <<<"$extra" || {
+            log "ERROR: $ref: sshd config not applied: $extra"; docker rm -f "$name" >/dev/null; exit 1; }
+        extra="; $extra"
+    fi
     docker rm -f "$name" >/dev/null
-    log "verify $ref: systemd '$state' after $took s; ssh.service $sshd; container $name removed"
+    log "verify $ref: systemd '$state' after $took s; ssh.service $sshd$extra; container $name removed"
 }
 
 mkdir -p "$CACHE_DIR"

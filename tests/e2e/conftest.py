@@ -1,0 +1,63 @@
+"""Fixtures for the end-to-end suite: test fleets from tests/testbed/fleet.py.
+
+A fleet is a set of SSH-reachable systemd containers (FAKE GPU tools only); the tests add
+their own inventory of groups and group vars on top of the fleet's connection inventory.
+Prerequisites (idempotent): bash tests/testbed/setup.sh
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests" / "testbed"))
+
+import fleet as testbed  # noqa: E402
+
+
+class Fleet:
+    def __init__(self, info: dict, groups_file: Path):
+        self.info = info
+        self.inventory: List[str] = [info["inventory"], str(groups_file)]
+        self.hosts: Dict[str, dict] = {h["name"]: h for h in info["hosts"]}
+
+    def container(self, host: str) -> str:
+        return self.hosts[host]["container"]
+
+
+def write_groups(path: Path, groups: dict, common: dict) -> None:
+    """Groups inventory (JSON is valid YAML): the deployments under test."""
+    all_vars = {
+        "vllm_fleet_recipe_sources": [str(ROOT / "recipes")],
+        # vLLM containers are siblings on this machine's engine: share the host's netns
+        "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
+        **common,
+    }
+    doc = {"all": {"vars": all_vars, "children": {
+        name: {"hosts": {h: {} for h in g["hosts"]}, "vars": g.get("vars", {})}
+        for name, g in groups.items()}}}
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def make_fleet(request):
+    made: List[str] = []
+
+    def make(name: str, groups: dict, common: dict) -> Fleet:
+        specs = [f"{host}:{profile}" for g in groups.values() for host, profile in g["hosts"].items()]
+        info = testbed.up(f"e2e-{name}", specs, docker_socket=True, replace=True)
+        made.append(info["name"])
+        groups_file = Path(info["state_dir"]) / "groups.yml"
+        write_groups(groups_file, groups, common)
+        return Fleet(info, groups_file)
+
+    yield make
+    for name in made:
+        testbed.down(name, remove_siblings=True)

