@@ -6,7 +6,12 @@
                render-batch code path; 100 % exact agreement required
   lint         ansible-lint (production profile) over playbooks/ and roles/, and
                ansible-doc on every module (their documentation must render)
+  e2e          the end-to-end suite on the local testbed (tests/testbed/setup.sh first):
+               the seed on fake H200/MI300X hosts, the CPU recipe served for real through
+               docker and uv+systemd, idempotent re-runs, preflight, teardown
 Other sessions:
+  demo         the README's quick start: a real deploy of the CPU recipe on 2 test hosts
+               (`-- down` removes it)
   collections  extract the collections of requirements.yml from the `ansible` wheel
                (PyPI) into .ansible/collections; no Galaxy access needed
   bench        corpus render benchmark: wall time and peak memory (prints figures)
@@ -21,7 +26,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared"
-nox.options.sessions = ["collections", "unit", "conformance", "lint"]
+nox.options.sessions = ["collections", "unit", "conformance", "lint", "e2e"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -114,3 +119,83 @@ def collections(session: nox.Session) -> None:
     extract_collections(wheels[-1], wanted, dest)
     stamp.touch()
     session.log(f"installed {', '.join(wanted)} into {dest}")
+
+
+# Molecule: one scenario per role (roles/<role>/molecule/default), run against this machine's
+# docker engine with the testbed's local images (no registry). The scenario list lives here only.
+MOLECULE_SCENARIOS = [  # cheapest first; the last two serve a real vLLM (minutes each)
+    "vllm_fleet_cpu",
+    "vllm_fleet_cuda",
+    "vllm_fleet_rocm",
+    "vllm_fleet_preflight",
+    "vllm_fleet_docker",
+    "vllm_fleet_uv",
+    "vllm_fleet_health",
+]
+MOLECULE_VENV = Path(os.environ.get("VLLM_FLEET_MOLECULE_VENV", "/opt/vllm-fleet-molecule"))
+MOLECULE_REQUIREMENTS = ["molecule==26.10.*", "molecule-plugins[docker]==26.10.*", "docker>=7",
+                         "ansible-core>=2.17,<2.20"]
+MOLECULE_IMAGES = {  # image -> how to get it
+    "vllm-fleet/base:bookworm": "tests/testbed/build-images.sh",
+    "vllm-fleet/host:bookworm": "tests/testbed/build-images.sh",
+    "vllm/vllm-openai-cpu:latest-x86_64": "tests/testbed/build-serving-images.sh",
+}
+
+
+@nox.session(python=False)
+def molecule(session: nox.Session) -> None:
+    """`molecule test` of every role's scenario (posargs: role names to run a subset)."""
+    import subprocess
+    import time
+
+    scenarios = session.posargs or MOLECULE_SCENARIOS
+    unknown = sorted(set(scenarios) - set(MOLECULE_SCENARIOS))
+    if unknown:
+        session.error(f"no molecule scenario for {unknown}; known: {MOLECULE_SCENARIOS}")
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        session.error("no docker engine answers: run bash tests/testbed/docker-engine.sh")
+    missing = [f"{image} ({how})" for image, how in MOLECULE_IMAGES.items()
+               if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode]
+    if missing:
+        session.error("local images missing (no registry here): " + ", ".join(missing))
+    if not (ROOT / ".ansible" / "collections" / "ansible_collections" / "community" / "docker").is_dir():
+        session.run("python3", "-m", "nox", "-s", "collections", external=True)
+    mol = MOLECULE_VENV / "bin" / "molecule"
+    if not mol.exists():
+        session.run("python3", "-m", "venv", str(MOLECULE_VENV), external=True)
+        session.run(str(MOLECULE_VENV / "bin" / "pip"), "install", "-q", *MOLECULE_REQUIREMENTS, external=True)
+    env = {"PATH": f"{MOLECULE_VENV / 'bin'}:{os.environ.get('PATH', '')}", "PY_COLORS": "0",
+           "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1"}
+    results = []
+    for role in scenarios:
+        start = time.monotonic()
+        ok = True
+        with session.chdir(ROOT / "roles" / role):
+            try:
+                session.run(str(mol), "test", env=env, external=True)
+            except nox.command.CommandFailed:
+                ok = False
+        results.append((role, ok, time.monotonic() - start))
+    for role, ok, seconds in results:
+        session.log(f"molecule {role:22s} {'ok    ' if ok else 'FAILED'} {seconds:6.1f} s")
+    failed = [role for role, ok, _ in results if not ok]
+    if failed:
+        session.error(f"molecule failed: {', '.join(failed)}")
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """End-to-end deploys on the local testbed (docker engine, SSH test hosts, real vLLM)."""
+    session.install("-e", ".", "pytest>=8", "ansible-core>=2.17,<2.20")
+    session.run("bash", "tests/testbed/setup.sh", external=True)
+    session.run("python", "-m", "pytest", "tests/e2e", "-c", "tests/e2e/pytest.ini", "-v",
+                "-p", "no:cacheprovider", "--durations=0", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Quick start: deploy the CPU recipe for real on a 2-host local testbed."""
+    session.install("-e", ".", "ansible-core>=2.17,<2.20")
+    if session.posargs[:1] != ["down"]:
+        session.run("bash", "tests/testbed/setup.sh", external=True)
+    session.run("python", "tests/testbed/demo.py", *session.posargs)
