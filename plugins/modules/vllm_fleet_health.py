@@ -112,17 +112,31 @@ def http(method, url, api_key=None, body=None, timeout=30.0):
 class Process:
     def __init__(self, module, runtime, name, lines):
         self.module, self.runtime, self.name, self.lines = module, runtime, name, lines
+        self.first_restarts = None
 
     def alive(self):
+        """(alive, state); a restart since the first poll counts as dead (a crash loop)."""
         if self.runtime == "docker":
             rc, out, _ = self.module.run_command(
-                ["docker", "inspect", "-f", "{{.State.Running}} {{.State.ExitCode}}", self.name])
-            return rc == 0 and out.split()[:1] == ["true"], out.strip()
-        if self.runtime == "uv":
-            rc, out, _ = self.module.run_command(["systemctl", "is-active", self.name + ".service"])
-            state = out.strip()
-            return state in ("active", "activating", "reloading"), state
-        return True, "not watched"
+                ["docker", "inspect", "-f", "{{.State.Status}} {{.RestartCount}} {{.State.ExitCode}}", self.name])
+            parts = out.split()
+            if rc != 0 or len(parts) < 2:
+                return False, out.strip() or "container missing"
+            status, restarts = parts[0], int(parts[1])
+        elif self.runtime == "uv":
+            rc, out, _ = self.module.run_command(
+                ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts", self.name + ".service"])
+            props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+            status = "running" if props.get("ActiveState") in ("active", "activating") \
+                and props.get("SubState") != "auto-restart" else props.get("SubState", "unknown")
+            restarts = int(props.get("NRestarts") or 0)
+        else:
+            return True, "not watched"
+        if self.first_restarts is None:
+            self.first_restarts = restarts
+        if restarts > self.first_restarts:
+            return False, f"restarted {restarts - self.first_restarts} time(s) while starting (crash loop)"
+        return status == "running", status
 
     def log_tail(self):
         if self.runtime == "docker":

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, docker_inspect, playbook
+from helpers import ROOT, docker_inspect, host_exec, playbook
 
 SEED = json.loads((ROOT.parent / "shared" / "seed" / "ERNIE-4.5-VL-28B-A3B-PT.json").read_text()) \
     if (ROOT.parent / "shared" / "seed").exists() else None
@@ -96,7 +96,8 @@ def test_deploy_mi300x_uses_rocm_image_devices_and_aiter(seed_fleet):
     host = c["HostConfig"]
     assert sorted(d["PathOnHost"] for d in host["Devices"]) == ["/dev/dri", "/dev/kfd"]
     assert "seccomp=unconfined" in host["SecurityOpt"]
-    assert "video" in host["GroupAdd"]
+    gids = host_exec(seed_fleet.container("mi300x-a"), ["getent", "group", "video", "render"]).stdout
+    assert host["GroupAdd"] == [line.split(":")[2] for line in gids.split()]  # numeric host GIDs
     assert not host.get("DeviceRequests")
     assert "VLLM_ROCM_USE_AITER=1" in c["Config"]["Env"]
     again = playbook("deploy.yml", seed_fleet.inventory, "-l", "mi300x_cluster")

@@ -16,11 +16,15 @@
 #   status  prints what is in place.
 #
 # dockerd is restarted only by its PID (pidfile /var/run/docker.pid) and started again with
-# tests/testbed/docker-engine.sh. A restart stops running containers, so it is refused while any
-# container runs, unless FORCE_RESTART=1. Run `up` before starting test fleets.
+# tests/testbed/docker-engine.sh (same PATH otherwise). A plain restart stops running
+# containers, so while any container runs it waits up to WAIT_IDLE_S (default 0) for the engine
+# to be idle, then refuses, unless FORCE_RESTART=1: that restarts with live-restore (written to
+# /etc/docker/daemon.json, loaded with SIGHUP before the restart), so running containers keep
+# running; only in-flight `docker exec`/`attach`/`logs -f` streams and API calls made during the
+# few seconds of the restart fail. Best: run `up` once, before starting test fleets.
 #
 # Env: FAKE_GPU_RUNTIME_ROOT (default /opt/vllm-fleet-testbed/fake-gpu-runtime),
-#      DOCKERD_PIDFILE (default /var/run/docker.pid), FORCE_RESTART=1, VERIFY_IMAGE.
+#      DOCKERD_PIDFILE (default /var/run/docker.pid), WAIT_IDLE_S, FORCE_RESTART=1, VERIFY_IMAGE.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -46,9 +50,16 @@ restart_dockerd() {
     local new_path=$1 pid
     pid=$(dockerd_pid) || die "no dockerd pid in $PIDFILE: start the engine with $HERE/docker-engine.sh"
     local running; running=$(docker ps -q | wc -l)
-    if (( running > 0 )) && [[ ${FORCE_RESTART:-0} != 1 ]]; then
-        docker ps --format '  {{.Names}} ({{.Image}})' >&2
-        die "$running container(s) running; restarting dockerd would stop them. Stop them or set FORCE_RESTART=1"
+    local idle_deadline=$(( $(date +%s) + ${WAIT_IDLE_S:-0} ))
+    while (( running > 0 )) && [[ ${FORCE_RESTART:-0} != 1 ]] && (( $(date +%s) < idle_deadline )); do
+        sleep 5; running=$(docker ps -q | wc -l)
+    done
+    if (( running > 0 )); then
+        if [[ ${FORCE_RESTART:-0} != 1 ]]; then
+            docker ps --format '  {{.Names}} ({{.Image}})' >&2
+            die "$running container(s) running; a restart of dockerd would stop them. Stop them, wait (WAIT_IDLE_S=600) or FORCE_RESTART=1 (live-restore keeps them running)"
+        fi
+        enable_live_restore "$pid"
     fi
     local t; t=$(date +%s.%N)
     log "restarting dockerd (pid $pid) with PATH=$new_path"
@@ -58,6 +69,26 @@ restart_dockerd() {
     kill -0 "$pid" 2>/dev/null && die "dockerd pid $pid did not exit within 60 s"
     PATH=$new_path bash "$HERE/docker-engine.sh" | sed 's/^/  /'
     log "dockerd restarted in $(elapsed "$t") s (pid $(dockerd_pid))"
+}
+
+# Turn on live-restore in the running daemon (reloadable: SIGHUP re-reads daemon.json).
+enable_live_restore() {
+    local pid=$1 f=/etc/docker/daemon.json
+    [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] && return 0
+    if [[ -e $f ]]; then
+        python3 - "$f" <<'PY' || die "could not add live-restore to $f"
+import json, sys
+p = sys.argv[1]; d = json.load(open(p)); d["live-restore"] = True
+json.dump(d, open(p, "w"), indent=2)
+PY
+    else
+        mkdir -p /etc/docker; printf '{\n  "live-restore": true\n}\n' >"$f"
+        echo "file $f" >>"$STATE_FILE"
+    fi
+    kill -HUP "$pid"
+    local i; for i in $(seq 1 20); do [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] && break; sleep 0.5; done
+    [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] || die "live-restore did not turn on after SIGHUP"
+    log "live-restore on (running containers survive the restart)"
 }
 
 mknod_fake() {  # PATH: a char 1:3 node, recorded
@@ -77,6 +108,7 @@ cmd_up() {
     fi
     timeout 10 docker info >/dev/null 2>&1 || bash "$HERE/docker-engine.sh"
     docker image inspect "$IMAGE" >/dev/null 2>&1 || die "$IMAGE missing: run $HERE/build-images.sh"
+    touch "$STATE_FILE"
     if gpus_work; then
         log "docker --gpus already works (nvidia device driver registered); dockerd left alone"
     else
@@ -106,22 +138,26 @@ verify() {
 }
 
 cmd_down() {
+    # dockerd first (a restart with FORCE_RESTART=1 may record a daemon.json it wrote).
+    local pid; pid=$(dockerd_pid || true)
+    if [[ -n $pid ]] && dockerd_path "$pid" | tr ':' '\n' | grep -qxF "$HOOK_DIR"; then
+        local clean; clean=$(dockerd_path "$pid" | tr ':' '\n' | grep -vxF "$HOOK_DIR" | paste -sd:)
+        mkdir -p "$ROOT"; touch "$STATE_FILE"
+        restart_dockerd "$clean"
+    fi
     if [[ -f $STATE_FILE ]]; then
         local kind p
-        # Nodes first, then dirs (reverse order of creation).
+        # Reverse order of creation: nodes before their dirs.
         tac "$STATE_FILE" | while read -r kind p; do
             case $kind in
                 node) if [[ -c $p && $(stat -c '%t:%T' "$p") == 1:3 ]]; then rm -f "$p"; log "removed FAKE $p"
                       else log "$p is not our FAKE node any more; left alone"; fi ;;
                 dir)  rmdir "$p" 2>/dev/null && log "removed $p" || log "$p not empty or gone; left alone" ;;
+                file) if [[ $(tr -d ' \n' <"$p" 2>/dev/null) == '{"live-restore":true}' ]]; then rm -f "$p"; log "removed $p (live-restore stays on until dockerd restarts)"
+                      else log "$p changed since; left alone"; fi ;;
             esac
         done
         rm -f "$STATE_FILE"
-    fi
-    local pid; pid=$(dockerd_pid || true)
-    if [[ -n $pid ]] && dockerd_path "$pid" | tr ':' '\n' | grep -qxF "$HOOK_DIR"; then
-        local clean; clean=$(dockerd_path "$pid" | tr ':' '\n' | grep -vxF "$HOOK_DIR" | paste -sd:)
-        restart_dockerd "$clean"
     fi
     rm -rf "$HOOK_DIR"; rmdir "$ROOT" 2>/dev/null || true
     log "down in $(elapsed "$T0") s"

@@ -231,7 +231,10 @@ def write_inventory(info: dict) -> None:
                   f"      vllm_fleet_testbed_container: {_yaml_str(h['container'])}",
                   f"      vllm_fleet_testbed_profile: {_yaml_str(h['profile'])}",
                   f"      vllm_fleet_testbed_vendor: {_yaml_str(h['vendor'])}",
-                  f"      vllm_fleet_testbed_docker_socket: {'true' if h['docker_socket'] else 'false'}"]
+                  f"      vllm_fleet_testbed_docker_socket: {'true' if h['docker_socket'] else 'false'}",
+                  # Unique on the shared engine: vLLM containers of every test host are siblings on
+                  # ONE docker engine, so "vllm-fleet-<deployment>" of two hosts would collide.
+                  f"      vllm_fleet_testbed_name_suffix: {_yaml_str('-' + info['name'] + '-' + h['name'])}"]
     groups = {}
     for h in info["hosts"]:
         groups.setdefault(f"testbed_{h['vendor']}", []).append(h["name"])
