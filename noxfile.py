@@ -1,11 +1,13 @@
 """Test and benchmark sessions for vllm-fleet.
 
-`python3 -m nox` runs the default sessions (what CI runs through .ci/run):
+`python3 -m nox` runs the default sessions (what CI runs through .ci/run), in order:
+  collections  (see below)
   unit         pytest over tests/unit (engine, validator, CLI), no ../shared needed
   conformance  every record of ../shared/conformance/cases.jsonl.gz through the
                render-batch code path; 100 % exact agreement required
   lint         ansible-lint (production profile) over playbooks/ and roles/, and
                ansible-doc on every module (their documentation must render)
+  molecule     `molecule test` of every role's scenario (idempotence + real-state verify)
   e2e          the end-to-end suite on the local testbed (tests/testbed/setup.sh first):
                the seed on fake H200/MI300X hosts, the CPU recipe served for real through
                docker and uv+systemd, idempotent re-runs, preflight, teardown
@@ -26,7 +28,7 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 SHARED = ROOT.parent / "shared"
-nox.options.sessions = ["collections", "unit", "conformance", "lint", "e2e"]
+nox.options.sessions = ["collections", "unit", "conformance", "lint", "e2e", "molecule"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
@@ -152,6 +154,7 @@ def molecule(session: nox.Session) -> None:
     unknown = sorted(set(scenarios) - set(MOLECULE_SCENARIOS))
     if unknown:
         session.error(f"no molecule scenario for {unknown}; known: {MOLECULE_SCENARIOS}")
+    session.run("bash", "tests/testbed/setup.sh", external=True)  # idempotent, cached
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
         session.error("no docker engine answers: run bash tests/testbed/docker-engine.sh")
     missing = [f"{image} ({how})" for image, how in MOLECULE_IMAGES.items()
