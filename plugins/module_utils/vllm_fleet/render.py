@@ -505,14 +505,6 @@ def effective_strategies(ctx: Context) -> List[str]:
     return out
 
 
-def strategy_supported(ctx: Context, name: str) -> bool:
-    per_hw = as_map(as_map(ctx.recipe.get("strategy_hardware")).get(name))
-    verdict = ctx.hw.ranked_lookup(per_hw)
-    if verdict is not None:
-        return verdict == "supported"
-    return name in as_list(ctx.recipe.get("compatible_strategies"))
-
-
 def pool_modes(ctx: Context) -> List[str]:
     modes: List[str] = []
     for name in effective_strategies(ctx):  # not filtered by hardware support
