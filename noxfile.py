@@ -78,49 +78,10 @@ def bench(session: nox.Session) -> None:
     session.run("python", "tests/benchmarks/bench_render.py", "--cli", *session.posargs)
 
 
-ANSIBLE_WHEEL = "ansible==12.3.0"  # bundles community.docker 4.8.x, ansible.posix
-
-
-def extract_collections(wheel: Path, names, dest: Path) -> None:
-    """Unpack ``ansible_collections/<ns>/<name>/`` of the wanted collections."""
-    import shutil
-    import zipfile
-
-    with zipfile.ZipFile(wheel) as zf:
-        for name in names:
-            ns, coll = name.split(".")
-            prefix = f"ansible_collections/{ns}/{coll}/"
-            members = [m for m in zf.namelist() if m.startswith(prefix)]
-            if not members:
-                raise RuntimeError(f"{name} is not in {wheel.name}")
-            target = dest / "ansible_collections" / ns / coll
-            if target.exists():
-                shutil.rmtree(target)
-            for member in members:
-                zf.extract(member, dest)
-
-
 @nox.session(python=False)
 def collections(session: nox.Session) -> None:
-    """Install the collections of requirements.yml without Galaxy."""
-    import yaml
-
-    wanted = [c["name"] for c in yaml.safe_load((ROOT / "requirements.yml").read_text())["collections"]]
-    dest = ROOT / ".ansible" / "collections"
-    stamp = dest / f".from-{ANSIBLE_WHEEL}"
-    if stamp.exists() and all((dest / "ansible_collections" / Path(*n.split("."))).is_dir() for n in wanted):
-        session.log(f"collections already installed in {dest}")
-        return
-    cache = Path(os.environ.get("VLLM_FLEET_CACHE", "/var/cache/vllm-fleet")) / "wheels"
-    cache.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(cache.glob("ansible-12.3.0-*.whl"))
-    if not wheels:
-        session.run("python3", "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                    "-d", str(cache), ANSIBLE_WHEEL, external=True)
-        wheels = sorted(cache.glob("ansible-12.3.0-*.whl"))
-    extract_collections(wheels[-1], wanted, dest)
-    stamp.touch()
-    session.log(f"installed {', '.join(wanted)} into {dest}")
+    """Install the collections of requirements.yml without Galaxy (from the ansible wheel)."""
+    session.run("python3", "tests/testbed/install_collections.py")
 
 
 # Molecule: one scenario per role (roles/<role>/molecule/default), run against this machine's
@@ -161,8 +122,7 @@ def molecule(session: nox.Session) -> None:
                if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode]
     if missing:
         session.error("local images missing (no registry here): " + ", ".join(missing))
-    if not (ROOT / ".ansible" / "collections" / "ansible_collections" / "community" / "docker").is_dir():
-        session.run("python3", "-m", "nox", "-s", "collections", external=True)
+    session.run("python3", "tests/testbed/install_collections.py", external=True)
     mol = MOLECULE_VENV / "bin" / "molecule"
     if not mol.exists():
         session.run("python3", "-m", "venv", str(MOLECULE_VENV), external=True)

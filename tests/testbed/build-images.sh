@@ -282,7 +282,10 @@ verify_boot() {
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache dir (parallel CI jobs / sessions on one machine).
 exec 9>"$CACHE_DIR/.build-images.lock"
-flock -w 900 9 || { echo "another build-images.sh holds $CACHE_DIR/.build-images.lock" >&2; exit 1; }
+if ! flock -n 9; then
+    log "another build-images.sh holds $CACHE_DIR/.build-images.lock; waiting (max 900 s)"
+    flock -w 900 9 || { echo "another build-images.sh still holds $CACHE_DIR/.build-images.lock" >&2; exit 1; }
+fi
 for img in $IMAGES; do
     [[ -n ${INCLUDE[$img]:-} ]] || { echo "unknown image '$img'" >&2; exit 2; }
     build_one "$img"

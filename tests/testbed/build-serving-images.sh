@@ -66,7 +66,10 @@ timeout 10 docker info >/dev/null 2>&1 || { echo "no docker engine answers: run 
 
 mkdir -p "$CACHE_DIR"
 exec 9>"$CACHE_DIR/.build-serving-images.lock"
-flock -w 1800 9 || { echo "another build-serving-images.sh holds $CACHE_DIR/.build-serving-images.lock" >&2; exit 1; }
+if ! flock -n 9; then
+    log "another build-serving-images.sh holds $CACHE_DIR/.build-serving-images.lock; waiting (max 1800 s)"
+    flock -w 1800 9 || { echo "another build-serving-images.sh still holds $CACHE_DIR/.build-serving-images.lock" >&2; exit 1; }
+fi
 
 WORK=
 cleanup() { [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"; return 0; }
@@ -224,7 +227,7 @@ verify_quick() {
 # Memory of a container from its cgroup v1 (this engine's stats API reports 0 here):
 # usage minus inactive page cache, and anonymous RSS.
 cgroup_mem() {
-    local d=/sys/fs/cgroup/memory/docker/$(docker inspect -f '{{.Id}}' "$1")
+    local d; d=/sys/fs/cgroup/memory/docker/$(docker inspect -f '{{.Id}}' "$1")
     [[ -f $d/memory.usage_in_bytes ]] || { echo "?"; return 0; }
     awk -v u="$(cat "$d/memory.usage_in_bytes")" '$1=="total_inactive_file"{i=$2} $1=="total_rss"{r=$2}
         END{printf "%.0f MiB (rss %.0f MiB)", (u-i)/2^20, r/2^20}' "$d/memory.stat"

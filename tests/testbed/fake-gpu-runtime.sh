@@ -64,8 +64,8 @@ restart_dockerd() {
     local t; t=$(date +%s.%N)
     log "restarting dockerd (pid $pid) with PATH=$new_path"
     kill -TERM "$pid"
-    local i
-    for i in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    local _
+    for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
     kill -0 "$pid" 2>/dev/null && die "dockerd pid $pid did not exit within 60 s"
     PATH=$new_path bash "$HERE/docker-engine.sh" | sed 's/^/  /'
     log "dockerd restarted in $(elapsed "$t") s (pid $(dockerd_pid))"
@@ -86,7 +86,7 @@ PY
         echo "file $f" >>"$STATE_FILE"
     fi
     kill -HUP "$pid"
-    local i; for i in $(seq 1 20); do [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] && break; sleep 0.5; done
+    local _; for _ in $(seq 1 20); do [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] && break; sleep 0.5; done
     [[ $(docker info --format '{{.LiveRestoreEnabled}}') == true ]] || die "live-restore did not turn on after SIGHUP"
     log "live-restore on (running containers survive the restart)"
 }
@@ -170,6 +170,14 @@ cmd_status() {
     ls -l /dev/kfd /dev/dri/renderD128 2>&1 | sed 's/^/  /'
     [[ -f $STATE_FILE ]] && { echo "created by up:"; sed 's/^/  /' "$STATE_FILE"; } || true
 }
+
+# One at a time (two `up`s must not both restart dockerd).
+mkdir -p "$ROOT"
+exec 8>"$(dirname "$ROOT")/.fake-gpu-runtime.lock"
+if ! flock -n 8; then
+    log "another fake-gpu-runtime.sh is running; waiting (max 900 s)"
+    flock -w 900 8 || die "lock $(dirname "$ROOT")/.fake-gpu-runtime.lock still held"
+fi
 
 case ${1:-} in
     up) cmd_up ;;
