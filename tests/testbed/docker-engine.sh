@@ -43,7 +43,8 @@ else
     ts=$(date +%s.%N)
     mkdir -p "$(dirname "$LOG")"
     # setsid: detach from this shell's process group so it survives the script.
-    setsid dockerd --pidfile "$PIDFILE" >>"$LOG" 2>&1 </dev/null &
+    # no inherited descriptors (callers hold lock files on fds 8/9): dockerd would keep them
+    setsid dockerd --pidfile "$PIDFILE" >>"$LOG" 2>&1 </dev/null 8>&- 9>&- &
     started=1
     log "started dockerd (pid $!), log $LOG"
 fi
