@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import select
+from .docker import env_text
 from .loader import Catalog
 from .render import Process, RenderError, Request, as_list, as_map, resolve
 from .shell import dedupe, vllm_shell
@@ -28,7 +29,6 @@ from .shell import dedupe, vllm_shell
 PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
 DEFAULT_PORT = 8000
 RUNTIMES = ("docker", "uv")
-SECRET_ENV = ("HF_TOKEN", "VLLM_API_KEY")
 VENDOR_BY_BRAND_KEY = {"nvidia": "cuda", "amd": "rocm", "tpu": "tpu", "intel": "cpu"}
 # Flags vLLM removed, with the first release that rejects them (checked against the
 # pinned version; "latest"/"nightly" images are treated as the newest release).
@@ -288,22 +288,16 @@ def _host_plan(cat: Catalog, recipe, variant, req: Request, deploy_type: str, pr
         values.setdefault("HEAD_IP", head.address or "")
         if host.iface:
             values.setdefault("IFACE_NAME", host.iface)
-    argv: List[str] = []
-    for tok in proc.argv:
-        text, missing = substitute(tok, values)
-        argv.append(text)
+    def resolved(text: str, where: str) -> str:
+        out, missing = substitute(text, values)
         for name in missing:
-            problems.append(f"{host.name}: placeholder ${name} in the command has no value "
+            problems.append(f"{host.name}: placeholder ${name} in {where} has no value "
                             f"(set vllm_fleet_placeholders.{name}"
                             f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
-    env: Dict[str, str] = {}
-    for key, value in proc.env.items():
-        text, missing = substitute(str(value) if not isinstance(value, bool) else str(value).lower(), values)
-        env[key] = text
-        for name in missing:
-            problems.append(f"{host.name}: placeholder ${name} in env {key} has no value "
-                            f"(set vllm_fleet_placeholders.{name}"
-                            f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
+        return out
+
+    argv = [resolved(tok, "the command") for tok in proc.argv]
+    env = {key: resolved(env_text(value), f"env {key}") for key, value in proc.env.items()}
     if multi and host.address:
         env.setdefault("VLLM_HOST_IP", host.address)
     for key, value in as_map(settings.get("env")).items():
