@@ -33,6 +33,9 @@ SETTINGS = {
     "served_model_name": "vllm_fleet_served_model_name", "extra_args": "vllm_fleet_extra_args",
     "model_path": "vllm_fleet_model_path", "env": "vllm_fleet_env",
     "placeholders": "vllm_fleet_placeholders", "deployment": "vllm_fleet_deployment",
+    "mooncake_config": "vllm_fleet_mooncake_config", "mooncake_package": "vllm_fleet_mooncake_package",
+    "router_port": "vllm_fleet_router_port", "router_version": "vllm_fleet_router_version",
+    "rollout_batch": "vllm_fleet_rollout_batch",
 }
 SECRETS = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 
@@ -67,10 +70,12 @@ class ActionModule(ActionBase):
             (facts.get("default_ipv4") or {}).get("address")
         iface = hv.get("vllm_fleet_iface") or _interface_for(facts, address)
         rank = hv.get("vllm_fleet_node_rank")
+        roles = hv.get("vllm_fleet_role") or []
+        roles = [roles] if isinstance(roles, str) else [to_text(r) for r in roles]
         return HostInput(name=name, settings=settings, address=to_text(address) if address else None,
                          iface=iface, gpu=dict(facts.get("vllm_fleet_gpu") or {}),
                          instance=hv.get("vllm_fleet_instance"),
-                         node_rank=int(rank) if rank not in (None, "") else None)
+                         node_rank=int(rank) if rank not in (None, "") else None, roles=roles)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -89,7 +94,7 @@ class ActionModule(ActionBase):
 
         group = [h for h in inputs if deployment_of(h) == deployment_of(mine)]
         key = plan_hash([args["recipe_sources"], [(h.name, h.settings, h.address, h.iface, h.gpu,
-                                                   h.instance, h.node_rank) for h in group]])
+                                                   h.instance, h.node_rank, h.roles) for h in group]])
         with _LOCK:
             cached = _CACHE.get(key)
             if cached is None:

@@ -3,7 +3,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+
+# The engine's pure-Python rollout order (plugins/module_utils/vllm_fleet/plan.py).
+_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
+
+from vllm_fleet.plan import rollout as _rollout  # noqa: E402
 
 DOCUMENTATION = r"""
 ---
@@ -49,9 +58,32 @@ def systemd_env_line(key, value) -> str:
     return f'{key}="{text}"'
 
 
+def state_argv(process) -> list:
+    """argv that prints a planned process's state: docker -> running/exited/..., units -> active/..."""
+    name = str(process["name"])
+    if process.get("runtime") == "docker":
+        return ["docker", "inspect", "-f", "{{.State.Status}}", name]
+    return ["systemctl", "is-active", name + ".service"]
+
+
+ALIVE_STATES = ("running", "active")
+
+
+def rollout(hostvars, hosts) -> dict:
+    """Engine hosts in rollout order and Ansible's serial list (hosts per batch)."""
+    plans = {}
+    for host in hosts:
+        plan = hostvars[host].get("vllm_fleet_plan")
+        if plan:
+            plans[str(host)] = plan
+    return _rollout(plans)
+
+
 class FilterModule:
     def filters(self):
         return {
+            "vllm_fleet_state_argv": state_argv,
+            "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,
         }

@@ -21,9 +21,10 @@ options:
     type: str
     required: true
   served_model_name:
-    description: Model name /v1/models must list and requests use.
+    description:
+      - Model name /v1/models must list and requests use.
+      - Omitted for services that are not vLLM servers (vllm-router): C(/health) is the whole gate.
     type: str
-    required: true
   request:
     description: Kind of real request; C(none) stops after /v1/models.
     type: str
@@ -44,10 +45,10 @@ options:
   runtime:
     description: How the process runs, to watch it and read its log.
     type: str
-    choices: [docker, uv, none]
+    choices: [docker, uv, service, none]
     default: none
   process_name:
-    description: Container name (docker) or systemd unit name without C(.service) (uv).
+    description: Container name (docker) or systemd unit name without C(.service) (uv, service).
     type: str
   log_lines:
     description: Lines of log returned on failure.
@@ -123,7 +124,7 @@ class Process:
             if rc != 0 or len(parts) < 2:
                 return False, out.strip() or "container missing"
             status, restarts = parts[0], int(parts[1])
-        elif self.runtime == "uv":
+        elif self.runtime in ("uv", "service"):
             rc, out, _ = self.module.run_command(
                 ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts", self.name + ".service"])
             props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -142,7 +143,7 @@ class Process:
         if self.runtime == "docker":
             rc, out, err = self.module.run_command(["docker", "logs", "--tail", str(self.lines), self.name])
             return (out + err).strip()
-        if self.runtime == "uv":
+        if self.runtime in ("uv", "service"):
             rc, out, err = self.module.run_command(
                 ["journalctl", "-u", self.name + ".service", "-n", str(self.lines), "--no-pager", "-o", "cat"])
             return (out or err).strip()
@@ -153,12 +154,12 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             url=dict(type="str", required=True),
-            served_model_name=dict(type="str", required=True),
+            served_model_name=dict(type="str"),
             request=dict(type="str", choices=["completion", "embedding", "none"], default="completion"),
             timeout=dict(type="int", default=900),
             interval=dict(type="float", default=5),
             api_key=dict(type="str", no_log=True),
-            runtime=dict(type="str", choices=["docker", "uv", "none"], default="none"),
+            runtime=dict(type="str", choices=["docker", "uv", "service", "none"], default="none"),
             process_name=dict(type="str"),
             log_lines=dict(type="int", default=40),
         ),
@@ -191,6 +192,10 @@ def main():
         time.sleep(p["interval"])
     health_seconds = round(time.monotonic() - start, 1)
 
+    if not p["served_model_name"]:
+        # a router or another non-vLLM HTTP service: /health is the whole gate
+        module.exit_json(changed=False, health_seconds=health_seconds, polls=polls, models=[],
+                         response="no model check (service)")
     status, text = http("GET", base + "/v1/models", p["api_key"])
     try:
         models = [m.get("id") for m in json.loads(text).get("data", [])]

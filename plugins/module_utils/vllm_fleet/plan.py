@@ -10,6 +10,14 @@ Multi-node engines: the hosts are split into *instances* of N hosts in inventory
 an explicit ``vllm_fleet_instance`` (name) and ``vllm_fleet_node_rank`` on a host win.
 Rank 0 is the head; ``$HEAD_IP`` is the head's rendezvous address, ``$IFACE_NAME`` the
 NIC that carries each host's own address, ``VLLM_HOST_IP`` each host's address.
+
+P/D (``pd_cluster``): hosts carry ``vllm_fleet_role`` prefill / decode (pool order = inventory
+order, explicit ranks win) and one router host (default: the first prefill host); a single
+host with no role runs both pools co-located plus the router.  Mooncake (``vllm_fleet_kv_offload``
+naming a kv_store entry): hosts without a role form the instances; ``master`` / ``store`` /
+``router`` roles place the services (defaults: master and store on the first instance's
+head, router on the master host).  Every engine unit (an instance, or the whole P/D
+cluster) is a failure unit: it starts, fails and rolls out as one.
 """
 
 from __future__ import annotations
@@ -17,13 +25,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import select
 from .docker import env_text
 from .loader import Catalog
-from .render import Process, RenderError, Request, as_list, as_map, resolve
+from .render import PD_ROLES, Process, RenderError, Request, as_list, as_map, resolve
 from .shell import dedupe, vllm_shell
 
 PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
@@ -40,8 +49,23 @@ SETTING_KEYS = (
     "recipe", "variant", "strategy", "hardware", "features", "feature_modes", "nodes",
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
-    "placeholders", "deployment", "secrets",
+    "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_package",
+    "router_port", "router_version", "rollout_batch",
 )
+ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
+CONFIG_ROOT = "/etc/vllm-fleet"
+# Placeholder defaults (an operator's vllm_fleet_placeholders win).
+PLACEHOLDER_DEFAULTS = {
+    "ROUTER_HOST": "0.0.0.0",
+    "PREFILL_DP_RPC_PORT": "29550",
+    "DECODE_DP_RPC_PORT": "29560",
+    "MOONCAKE_DEVICE_NAME": "",
+    "MOONCAKE_STORE_DEVICE_NAME": "",
+}
+DEFAULT_ROUTER_PORT = 8000
+# The recipes' Mooncake router line uses --backend-url, which vllm-router (0.1.x, the PyPI
+# package the recipe installs) rejects; its equivalent is one --worker-urls list.
+ROUTER_FLAG_RENAMES = {"--backend-url": "--worker-urls"}
 
 
 class PlanError(ValueError):
@@ -61,6 +85,7 @@ class HostInput:
     gpu: Dict[str, Any] = field(default_factory=dict)
     instance: Optional[str] = None
     node_rank: Optional[int] = None
+    roles: List[str] = field(default_factory=list)
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
@@ -197,6 +222,81 @@ def _check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], versi
     return problems
 
 
+@dataclass
+class Slot:
+    """One process placed on one host."""
+
+    host: HostInput
+    proc: Process
+    phase: str                      # services | engine | router (the order they start in)
+    unit: Optional[str]             # engine failure/rollout unit ("i0", "pd"); None for services
+    unit_index: Optional[int]
+    unit_hosts: List[str]
+    head: HostInput
+    rank: int
+    values: Dict[str, str]          # placeholder values for this process
+    name: str
+
+
+@dataclass
+class Deployment:
+    """What every process of one deployment shares."""
+
+    settings: Dict[str, Any]
+    recipe: Dict[str, Any]
+    variant: Dict[str, Any]
+    req: Request
+    deploy_type: str
+    profile: Dict[str, Any]
+    name: str
+    runtime: str
+    store: Optional[Dict[str, Any]]
+    values: Dict[str, str]
+    problems: List[str]
+
+    def config_path(self, file: str) -> str:
+        return f"{CONFIG_ROOT}/{self.name}/{file}"
+
+
+def _engine_host(host: HostInput) -> bool:
+    return not host.roles or bool(set(host.roles) & {"prefill", "decode", "instance"})
+
+
+def _with_role(hosts: Sequence[HostInput], role: str) -> List[HostInput]:
+    return [h for h in hosts if role in h.roles]
+
+
+def _ordered_pool(hosts: List[HostInput], what: str, problems: List[str]) -> List[HostInput]:
+    """Inventory order; explicit vllm_fleet_node_rank values win (distinct, in range)."""
+    ranks = [h.node_rank for h in hosts if h.node_rank is not None]
+    if len(set(ranks)) != len(ranks) or any(not 0 <= r < len(hosts) for r in ranks):
+        problems.append(f"vllm_fleet_node_rank values {sorted(ranks)} in the {what} "
+                        f"({', '.join(h.name for h in hosts)}) must be distinct and in 0..{len(hosts) - 1}")
+        return hosts
+    slots: List[Optional[HostInput]] = [None] * len(hosts)
+    for host in hosts:
+        if host.node_rank is not None:
+            slots[host.node_rank] = host
+    free = iter(h for h in hosts if h.node_rank is None)
+    return [slot if slot is not None else next(free) for slot in slots]
+
+
+def _need_address(hosts: Sequence[HostInput], problems: List[str], why: str) -> None:
+    for host in hosts:
+        if not host.address:
+            problems.append(f"{host.name}: vllm_fleet_address: no address ({why}; "
+                            f"set vllm_fleet_address or ansible_host)")
+
+
+def _single_role_host(dep: Deployment, hosts: Sequence[HostInput], role: str,
+                      default: Optional[HostInput]) -> Optional[HostInput]:
+    chosen = _with_role(hosts, role)
+    if len(chosen) > 1:
+        dep.problems.append(f"deployment {dep.name!r}: {len(chosen)} hosts have vllm_fleet_role {role} "
+                            f"({', '.join(h.name for h in chosen)}); exactly one may")
+    return chosen[0] if chosen else default
+
+
 def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
     """Plan one deployment; raises PlanError listing every problem (host + field)."""
     if not hosts:
@@ -214,10 +314,22 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
     runtime = settings.get("runtime") or "docker"
     if runtime not in RUNTIMES:
         problems.append(f"{hosts[0].name}: vllm_fleet_runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-
-    # hardware: explicit per deployment/host, else detected; one value per deployment
-    hw_of: Dict[str, Optional[str]] = {}
     for host in hosts:
+        unknown = [r for r in host.roles if r not in ROLE_NAMES]
+        if unknown:
+            problems.append(f"{host.name}: vllm_fleet_role: unknown role(s) {', '.join(map(repr, unknown))}; "
+                            f"valid: {', '.join(ROLE_NAMES)}")
+    engine_hosts = [h for h in hosts if _engine_host(h)]
+    if not engine_hosts:
+        problems.append(f"deployment {settings.get('deployment') or hf_id!r}: no host runs vLLM "
+                        f"(every host has a service-only vllm_fleet_role: "
+                        f"{', '.join(h.name + '=' + '/'.join(h.roles) for h in hosts)})")
+    if problems:
+        raise PlanError(problems)
+
+    # hardware: explicit per deployment/host, else detected; one value over the vLLM hosts
+    hw_of: Dict[str, Optional[str]] = {}
+    for host in engine_hosts:
         hw = host.settings.get("hardware") or host.gpu.get("hardware")
         if not hw:
             problems.append(f"{host.name}: vllm_fleet_hardware: not set and not detected "
@@ -243,51 +355,305 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
                   pd_nodes=settings.get("pd_nodes"), kv_offload=settings.get("kv_offload"),
                   kv_instances=settings.get("kv_instances"))
     try:
-        choice = select.complete(recipe, req, cat.strategies, cat.taxonomy)
+        select.complete(recipe, req, cat.strategies, cat.taxonomy)
     except RenderError as exc:
         raise PlanError([f"{hosts[0].name}: {exc}"]) from exc
-    deploy = select.deploy_type(cat.strategies, req.strategy)
-    if deploy == "pd_cluster" or (req.kv_offload and req.kv_offload in cat.kv_stores()):
-        raise PlanError([f"{hosts[0].name}: vllm_fleet_strategy {req.strategy!r}"
-                         f"{' with ' + req.kv_offload if req.kv_offload else ''}: P/D and Mooncake "
-                         f"deployments are not supported by this version of vllm-fleet yet"])
-    nodes = req.node_count if deploy == "multi_node" else 1
-    groups, problems = _instances(hosts, nodes)
+    deploy_type = select.deploy_type(cat.strategies, req.strategy)
+    store = cat.strategies.get(req.kv_offload) if req.kv_offload in cat.kv_stores() else None
+    allowed = ({"prefill", "decode", "router", "master", "store"} if deploy_type == "pd_cluster"
+               else {"instance", "master", "store", "router"} if store else set())
+    for host in hosts:
+        for role in host.roles:
+            if role not in allowed:
+                problems.append(f"{host.name}: vllm_fleet_role {role!r} does not apply to strategy "
+                                f"{req.strategy!r}{' with ' + req.kv_offload if req.kv_offload else ''} "
+                                f"(roles here: {', '.join(sorted(allowed)) or 'none'})")
     if problems:
         raise PlanError(problems)
 
     variant = as_map(as_map(recipe.get("variants")).get(req.variant))
-    profile = cat.profiles[hardware]
-    deployment = settings.get("deployment") or default_deployment(hf_id, hardware)
-    out: Dict[str, Dict[str, Any]] = {}
-    for index, group in enumerate(groups):
-        rendering = resolve(recipe, req, cat.strategies, cat.taxonomy)
-        procs = [p for p in rendering.processes if p.kind == "vllm"]
-        head = group[0]
-        for rank, host in enumerate(group):
-            proc = procs[rank] if len(procs) > 1 else procs[0]
-            entry = _host_plan(cat, recipe, variant, req, rendering.deploy_type, profile, proc,
-                               host, head, group, index, deployment, runtime, problems)
-            out[host.name] = entry
+    name = settings.get("deployment") or default_deployment(hf_id, hardware)
+    dep = Deployment(settings=settings, recipe=recipe, variant=variant, req=req,
+                     deploy_type=deploy_type, profile=cat.profiles[hardware], name=name,
+                     runtime=runtime, store=store, values={}, problems=problems)
+    if deploy_type == "pd_cluster":
+        slots = _place_pd(cat, dep, list(hosts))
+    elif store is not None:
+        slots = _place_kv(cat, dep, list(hosts))
+    else:
+        slots = _place_plain(cat, dep, list(hosts), deploy_type)
+    if problems and not slots:
+        raise PlanError(problems)
+    out = _host_plans(dep, slots)
     if problems:
         raise PlanError(problems)
     return out
 
 
-def _host_plan(cat: Catalog, recipe, variant, req: Request, deploy_type: str, profile, proc: Process,
-               host: HostInput, head: HostInput, group: List[HostInput], index: int,
-               deployment: str, runtime: str, problems: List[str]) -> Dict[str, Any]:
-    settings = host.settings
-    multi = len(group) > 1
-    values: Dict[str, str] = {str(k): str(v) for k, v in as_map(settings.get("placeholders")).items()}
+# ---------------------------------------------------------------------------------
+# placement per deployment shape
+
+
+def _node_values(host: HostInput, head: HostInput, multi: bool) -> Dict[str, str]:
+    values: Dict[str, str] = {}
     if multi:
-        for member in group:
-            if not member.address:
-                problems.append(f"{member.name}: vllm_fleet_address: no rendezvous address "
-                                f"(set vllm_fleet_address or ansible_host)")
-        values.setdefault("HEAD_IP", head.address or "")
-        if host.iface:
-            values.setdefault("IFACE_NAME", host.iface)
+        values["HEAD_IP"] = head.address or ""
+    if host.iface:
+        values["IFACE_NAME"] = host.iface
+    return values
+
+
+def _place_engines(cat: Catalog, dep: Deployment, groups: List[List[HostInput]], roles_prefix: str,
+                   render_for) -> List[Slot]:
+    """Instances of the serving strategy: one unit per group, rank = position in the group."""
+    slots: List[Slot] = []
+    for index, group in enumerate(groups):
+        rendering = render_for(index)
+        procs = [p for p in rendering.processes if p.kind == "vllm"]
+        multi = len(group) > 1
+        if multi:
+            _need_address(group, dep.problems, "multi-node rendezvous")
+        head = group[0]
+        for rank, host in enumerate(group):
+            proc = procs[rank] if len(procs) > 1 else procs[0]
+            name = f"vllm-fleet-{dep.name}{roles_prefix.format(index=index)}"
+            if multi:
+                name += f"-{proc.role.replace('instance_', '')}{proc.rank}"
+            slots.append(Slot(host, proc, "engine", f"i{index}", index, [h.name for h in group],
+                              head, proc.rank if multi else 0, _node_values(host, head, multi), name))
+    return slots
+
+
+def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_type: str) -> List[Slot]:
+    nodes = dep.req.node_count if deploy_type == "multi_node" else 1
+    groups, problems = _instances(hosts, nodes)
+    dep.problems.extend(problems)
+    if problems:
+        return []
+    rendering = resolve(dep.recipe, dep.req, cat.strategies, cat.taxonomy)
+    prefix = "-i{index}" if nodes > 1 and len(groups) > 1 else ""
+    return _place_engines(cat, dep, groups, prefix, lambda index: rendering)
+
+
+def _pool_spec(dep: Deployment, role: str, count: int) -> Dict[str, Any]:
+    raw = dep.settings.get("pd_nodes")
+    spec = as_map(raw).get(role) if isinstance(raw, dict) else None
+    nodes = spec.get("nodes") if isinstance(spec, dict) else spec
+    if nodes is not None and nodes != count:
+        dep.problems.append(f"vllm_fleet_pd_nodes.{role} asks for {nodes} nodes but the inventory of "
+                            f"deployment {dep.name!r} has {count} host(s) with vllm_fleet_role {role}")
+    out: Dict[str, Any] = {"nodes": count, "rank": 0}
+    if isinstance(spec, dict) and spec.get("parallelism"):
+        out["parallelism"] = spec["parallelism"]
+    return out
+
+
+def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot]:
+    problems = dep.problems
+    pools = {role: _with_role(hosts, role) for role in PD_ROLES}
+    colocated = False
+    if not pools["prefill"] and not pools["decode"]:
+        bare = [h for h in hosts if not h.roles]
+        if len(bare) == 1:
+            pools = {role: bare for role in PD_ROLES}
+        else:
+            problems.append(f"P/D deployment {dep.name!r}: set vllm_fleet_role prefill or decode on each "
+                            f"GPU host ({', '.join(h.name for h in hosts)}); only a single host may run both "
+                            f"pools co-located")
+            return []
+    for host in hosts:
+        if not host.roles and host not in pools["prefill"]:
+            problems.append(f"{host.name}: vllm_fleet_role: not set in P/D deployment {dep.name!r} "
+                            f"(prefill, decode, router, master or store)")
+    for role in PD_ROLES:
+        if not pools[role]:
+            problems.append(f"P/D deployment {dep.name!r}: no host with vllm_fleet_role {role}")
+    shared = [h for h in pools["prefill"] if h in pools["decode"]]
+    if shared:
+        colocated = True
+        if len(pools["prefill"]) > 1 or len(pools["decode"]) > 1:
+            problems.append(f"{shared[0].name}: prefill and decode on the same host is the co-located "
+                            f"layout (half the GPUs each); it needs exactly one host in each pool")
+    if problems:
+        return []
+    pools = {role: _ordered_pool(pools[role], f"{role} pool", problems) for role in PD_ROLES}
+    engine = [h for role in PD_ROLES for h in pools[role]]
+    engine = [h for i, h in enumerate(engine) if h not in engine[:i]]
+    if not colocated:
+        _need_address(engine, problems, "P/D pool endpoints")
+    specs = None if colocated else {role: _pool_spec(dep, role, len(pools[role])) for role in PD_ROLES}
+    values = dep.values
+    for role in PD_ROLES:
+        for i, host in enumerate(pools[role]):
+            values[f"{role.upper()}_NODE_{i + 1}"] = host.address or ("127.0.0.1" if colocated else "")
+
+    def render(role_ranks: Dict[str, int]):
+        pd = None
+        if specs is not None:
+            pd = {role: dict(specs[role], rank=role_ranks.get(role, 0)) for role in PD_ROLES}
+        req = replace(dep.req, pd_nodes=pd, node_count=1 if colocated else max(len(engine), 2))
+        return resolve(dep.recipe, req, cat.strategies, cat.taxonomy)
+
+    first = render({})
+    slots: List[Slot] = []
+    names = [h.name for h in engine]
+    for role in PD_ROLES:
+        pool = pools[role]
+        for i, host in enumerate(pool):
+            rendering = first if i == 0 else render({role: i})
+            proc = next(p for p in rendering.processes if p.role == role)
+            vals = _node_values(host, pool[0], len(pool) > 1)
+            slots.append(Slot(host, proc, "engine", "pd", 0, names, pool[0], i, vals,
+                              f"vllm-fleet-{dep.name}-{role}{i}"))
+    router = next(p for p in first.processes if p.kind == "router")
+    router_host = _single_role_host(dep, hosts, "router", pools["prefill"][0])
+    slots += _services(dep, hosts, first.processes, pools["prefill"][0], router_host, router, engine)
+    return slots
+
+
+def _place_kv(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot]:
+    problems = dep.problems
+    store = dep.store or {}
+    serving = select.deploy_type(cat.strategies, dep.req.strategy)
+    nodes = dep.req.node_count if serving == "multi_node" else 1
+    members = [h for h in hosts if not h.roles or "instance" in h.roles]
+    groups, errs = _instances(members, nodes)
+    problems.extend(errs)
+    if errs or not groups:
+        return []
+    count = len(groups)
+    raw = dep.settings.get("kv_instances")
+    wanted = raw.get("count") if isinstance(raw, dict) else raw
+    if wanted not in (None, "") and int(wanted) != count:
+        problems.append(f"vllm_fleet_kv_instances is {wanted} but the inventory of deployment "
+                        f"{dep.name!r} forms {count} instance(s) of {nodes} node(s) "
+                        f"({', '.join(h.name for h in members)})")
+        return []
+    heads = [g[0] for g in groups]
+    if count > 1:
+        _need_address(heads, problems, "router backend")
+    for i, head in enumerate(heads):
+        dep.values[f"VLLM_INSTANCE_{i + 1}"] = head.address or ""
+    renderings = [resolve(dep.recipe, replace(dep.req, kv_instances={"count": count, "current": i}),
+                          cat.strategies, cat.taxonomy) for i in range(count)]
+    prefix = "-i{index}" if count > 1 else ""
+    slots = _place_engines(cat, dep, groups, prefix, lambda index: renderings[index])
+    router = next((p for p in renderings[0].processes if p.kind == "router"), None)
+    master_host = _single_role_host(dep, hosts, "master", heads[0])
+    router_host = _single_role_host(dep, hosts, "router", master_host) if router else None
+    if router is None and _with_role(hosts, "router"):
+        problems.append(f"{_with_role(hosts, 'router')[0].name}: vllm_fleet_role router: a Mooncake deployment "
+                        f"with one instance has no router")
+    engine = [h for g in groups for h in g]
+    slots += _services(dep, hosts, renderings[0].processes, master_host, router_host, router, engine)
+    return slots
+
+
+def _services(dep: Deployment, hosts: List[HostInput], processes: List[Process],
+              master_host: HostInput, router_host: Optional[HostInput], router: Optional[Process],
+              engine: List[HostInput]) -> List[Slot]:
+    """Router, mooncake_master and store service slots, plus the values they define."""
+    slots: List[Slot] = []
+    values = dep.values
+    values.setdefault("ROUTER_PORT", str(dep.settings.get("router_port") or
+                                         as_map((dep.store or {}).get("router")).get("port") or DEFAULT_ROUTER_PORT))
+    master = next((p for p in processes if p.kind == "mooncake_master"), None)
+    store = next((p for p in processes if p.kind == "mooncake_store"), None)
+    if master is not None:
+        _need_address([master_host], dep.problems, "Mooncake master")
+        values["MOONCAKE_MASTER_IP"] = master_host.address or ""
+        values["MOONCAKE_CONFIG_PATH"] = dep.config_path("mooncake.json")
+        values["MOONCAKE_STORE_CONFIG_PATH"] = dep.config_path("mooncake-store.json")
+        slots.append(Slot(master_host, master, "services", None, None, [master_host.name], master_host, 0,
+                          {}, f"vllm-fleet-{dep.name}-mooncake-master"))
+    if store is not None:
+        store_hosts = _with_role(hosts, "store") or [master_host]
+        for i, host in enumerate(store_hosts):
+            slots.append(Slot(host, store, "services", None, None, [host.name], host, i, {},
+                              f"vllm-fleet-{dep.name}-mooncake-store"))
+    elif _with_role(hosts, "store"):
+        dep.problems.append(f"{_with_role(hosts, 'store')[0].name}: vllm_fleet_role store: "
+                            f"{dep.req.kv_offload or 'this deployment'} runs no store service")
+    if master is None and _with_role(hosts, "master"):
+        dep.problems.append(f"{_with_role(hosts, 'master')[0].name}: vllm_fleet_role master: "
+                            f"this deployment runs no mooncake_master")
+    if router is not None and router_host is not None:
+        _need_address([router_host], dep.problems, "router")
+        slots.append(Slot(router_host, router, "router", None, None, [router_host.name], router_host, 0, {},
+                          f"vllm-fleet-{dep.name}-router"))
+    return slots
+
+
+# ---------------------------------------------------------------------------------
+# per-process and per-host plans
+
+
+def _package_lines(install: Optional[str]) -> List[str]:
+    """Requirement strings of an upstream install line (``uv pip install 'pkg>=1'``)."""
+    if not install:
+        return []
+    words = shlex.split(install)
+    if "install" not in words:
+        return []
+    return [w for w in words[words.index("install") + 1:] if not w.startswith("-")]
+
+
+def _mooncake_packages(dep: Deployment, brand_key: str) -> List[str]:
+    if dep.settings.get("mooncake_package"):
+        return [str(p) for p in as_list(dep.settings["mooncake_package"])] \
+            if isinstance(dep.settings["mooncake_package"], list) else [str(dep.settings["mooncake_package"])]
+    install = as_map(as_map((dep.store or {}).get("vllm")).get("install"))
+    return _package_lines(install.get(brand_key))
+
+
+def _router_argv(argv: List[str]) -> List[str]:
+    out: List[str] = []
+    lists: Dict[str, List[str]] = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        new = ROUTER_FLAG_RENAMES.get(tok)
+        if new and i + 1 < len(argv):
+            if new not in lists:
+                lists[new] = []
+                out.append(new)
+                out.append(lists[new])  # type: ignore[arg-type]
+            lists[new].append(argv[i + 1])
+            i += 2
+            continue
+        out.append(tok)
+        i += 1
+    flat: List[str] = []
+    for tok in out:
+        flat.extend(tok if isinstance(tok, list) else [tok])
+    return flat
+
+
+def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            return str(argv[i + 1])
+        if tok.startswith(flag + "="):
+            return tok.split("=", 1)[1]
+    return None
+
+
+def _config_json(dep: Deployment, template: Any, values: Mapping[str, str], where: str,
+                 resolved) -> str:
+    config = dict(as_map(template))
+    config.update(as_map(dep.settings.get("mooncake_config")))
+    out = {key: (resolved(env_text(v), where) if isinstance(v, str) else v) for key, v in config.items()}
+    return json.dumps(out, indent=2) + "\n"
+
+
+def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engine_host: bool) -> Dict[str, Any]:
+    host, proc, settings = slot.host, slot.proc, dep.settings
+    problems = dep.problems
+    values = dict(PLACEHOLDER_DEFAULTS)
+    values.update(dep.values)
+    values.update(slot.values)
+    values.update({str(k): str(v) for k, v in as_map(settings.get("placeholders")).items()})
+
     def resolved(text: str, where: str) -> str:
         out, missing = substitute(text, values)
         for name in missing:
@@ -296,74 +662,163 @@ def _host_plan(cat: Catalog, recipe, variant, req: Request, deploy_type: str, pr
                             f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
         return out
 
-    argv = [resolved(tok, "the command") for tok in proc.argv]
-    env = {key: resolved(env_text(value), f"env {key}") for key, value in proc.env.items()}
-    if multi and host.address:
-        env.setdefault("VLLM_HOST_IP", host.address)
-    for key, value in as_map(settings.get("env")).items():
-        env[str(key)] = str(value)
-    # secrets stay out of the plan: only their env names travel; roles read the values
-    secret_env = sorted(str(k) for k in as_list(settings.get("secrets")))
-    argv = _customize(argv, settings, proc.role)
-    port = _process_port(argv, DEFAULT_PORT)
-
-    docker = proc.docker or {}
-    image = settings.get("image") or docker.get("image")
-    if settings.get("image_tag") and image:
-        image = image.rsplit(":", 1)[0] + ":" + str(settings["image_tag"]).lstrip(":")
-    version = settings.get("vllm_version") or (image_version(image) if runtime == "docker" else None)
-    problems += _check_versions(recipe, variant, version, argv, host.name)
-
-    vendor = VENDOR_BY_BRAND_KEY.get(docker.get("brand_key"), "cuda")
-    if profile.get("generation") == "xpu":
-        vendor = "xpu"
-    # one name per host is enough: hosts never share a container/unit namespace
-    name = f"vllm-fleet-{deployment}" + (f"-{proc.role}{proc.rank}" if multi else "")
-    serves = proc.role in ("single", "head")
-    served = settings.get("served_model_name") or proc.argv[2]
-    process = {
-        "name": name,
-        "role": proc.role,
-        "rank": proc.rank,
-        "argv": argv,
-        "env": env,
-        "secret_env": secret_env,
-        "image": image,
-        "port": port,
-        "serves_http": serves,
-        "served_model_name": served,
-        "model_path": settings.get("model_path"),
-    }
-    process["hash"] = plan_hash({k: process[k] for k in ("argv", "env", "image", "port")})
-    gpus = int(profile.get("gpu_count") or 1)
-    return {
-        "deployment": deployment,
-        "recipe": req.hf_id,
-        "variant": req.variant,
-        "hardware": req.hardware,
-        "strategy": req.strategy,
-        "deploy_type": deploy_type,
-        "node_count": len(group),
-        "features": req.features,
-        "runtime": runtime,
-        "vendor": vendor,
-        "brand": profile.get("brand"),
-        "gpu_count": gpus,
-        "vram_gb_per_gpu": (profile.get("vram_gb") or 0) / gpus,
-        "vram_minimum_gb": variant.get("vram_minimum_gb"),
-        "min_vllm_version": variant.get("min_vllm_version") or as_map(recipe.get("model")).get("min_vllm_version"),
-        "vllm_version": version,
-        "instance": index,
-        "instance_hosts": [h.name for h in group],
-        "head": head.name,
-        "node_rank": proc.rank if multi else 0,
-        "command": vllm_shell(argv),
-        "health": {
-            "enabled": serves,
+    argv = [resolved(str(tok), f"the {proc.role} command") for tok in proc.argv]
+    env = {key: resolved(env_text(value), f"env {key} of {proc.role}") for key, value in proc.env.items()}
+    base: Dict[str, Any] = {"name": slot.name, "kind": proc.kind, "role": proc.role, "rank": proc.rank,
+                            "phase": slot.phase, "secret_env": [], "image": None, "model_path": None,
+                            "served_model_name": None, "packages": [], "mounts": []}
+    if proc.kind in ("vllm", "omni"):
+        multi = any(tok in ("--nnodes", "--data-parallel-address", "--master-addr") for tok in proc.argv)
+        if multi and host.address:
+            env.setdefault("VLLM_HOST_IP", host.address)
+        if "VLLM_NIXL_SIDE_CHANNEL_HOST" in env and host.address:
+            # the side channel is a bind address: this node's own (the recipe's comment says so)
+            env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.address
+        for key, value in as_map(settings.get("env")).items():
+            env[str(key)] = str(value)
+        argv = _customize(argv, settings, proc.role)
+        docker = proc.docker or {}
+        image = settings.get("image") or docker.get("image")
+        if settings.get("image_tag") and image:
+            image = image.rsplit(":", 1)[0] + ":" + str(settings["image_tag"]).lstrip(":")
+        version = settings.get("vllm_version") or (image_version(image) if dep.runtime == "docker" else None)
+        problems.extend(_check_versions(dep.recipe, dep.variant, version, argv, host.name))
+        if dep.store and dep.store.get("min_vllm_version"):
+            need = dep.store["min_vllm_version"]
+            if version_tuple(version) and version_tuple(version) < version_tuple(need):
+                problems.append(f"{host.name}: vllm_fleet_vllm_version {version} is older than "
+                                f"{dep.req.kv_offload}'s min_vllm_version {need}")
+        port = _process_port(argv, proc.port or DEFAULT_PORT)
+        mounts = []
+        if "MOONCAKE_CONFIG_PATH" in proc.env:
+            path = values["MOONCAKE_CONFIG_PATH"]
+            template = as_map((dep.store or {}).get("mooncake_vllm_config")).get("template")
+            files[path] = {"path": path, "mode": "0644",
+                           "content": _config_json(dep, template, values, "the Mooncake vLLM config", resolved)}
+            mounts.append(path.rsplit("/", 1)[0])
+        base.update({
+            "runtime": dep.runtime,
+            "version": version,
+            "argv": argv,
+            "env": env,
+            "secret_env": sorted(str(k) for k in as_list(settings.get("secrets"))),
+            "image": image,
             "port": port,
-            "served_model_name": served,
-            "kind": _health_kind(recipe, argv),
-        },
-        "processes": [process],
-        "hash": plan_hash(process),
-    }
+            "serves_http": "--headless" not in argv,
+            "served_model_name": settings.get("served_model_name") or proc.argv[2],
+            "model_path": settings.get("model_path"),
+            "packages": _mooncake_packages(dep, (proc.docker or {}).get("brand_key") or "nvidia")
+            if dep.store else [],
+            "mounts": mounts,
+            "health": {"kind": "vllm", "request": _health_kind(dep.recipe, argv)},
+        })
+    else:
+        brand = (dep.profile.get("brand") or "").lower()
+        brand = "amd" if brand == "amd" else "nvidia"
+        if proc.kind == "router":
+            argv = _router_argv(argv)
+            version = settings.get("router_version")
+            packages = ["vllm-router" + (f"=={version}" if version else "")]
+            port = int(_flag_value(argv, "--port") or values["ROUTER_PORT"])
+            health = {"kind": "router"}
+        else:
+            # a services-only host has no GPU: it gets Mooncake's non-CUDA build
+            packages = _mooncake_packages(dep, brand if engine_host else "amd")
+            port = None
+            health = {"kind": "alive"}
+            if proc.kind == "mooncake_master":
+                rpc = _flag_value(argv, "-rpc_port")
+                port = int(rpc) if rpc and rpc.isdigit() else 50051
+                health = {"kind": "tcp"}
+            if proc.kind == "mooncake_store":
+                path = values["MOONCAKE_STORE_CONFIG_PATH"]
+                files[path] = {"path": path, "mode": "0644",
+                               "content": _config_json(dep, proc.config, values, "the Mooncake store config",
+                                                       resolved)}
+        base.update({"runtime": "service", "version": None, "argv": argv, "env": env, "port": port,
+                     "serves_http": proc.kind == "router", "packages": packages, "health": health})
+    base["hash"] = plan_hash({k: base[k] for k in ("argv", "env", "image", "port", "packages")})
+    return base
+
+
+def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:
+    req, profile = dep.req, dep.profile
+    batch_size = int(dep.settings.get("rollout_batch") or 0)
+    by_host: Dict[str, List[Slot]] = {}
+    for slot in slots:
+        by_host.setdefault(slot.host.name, []).append(slot)
+    out: Dict[str, Dict[str, Any]] = {}
+    units = sorted({s.unit_index for s in slots if s.unit_index is not None})
+    for host_name, mine in by_host.items():
+        files: Dict[str, Dict[str, Any]] = {}
+        engine_host = any(s.phase == "engine" for s in mine)
+        processes = [_process(dep, slot, files, engine_host) for slot in mine]
+        engine = next((s for s in mine if s.phase == "engine"), None)
+        primary = engine or mine[0]
+        vendor = "none"
+        if engine is not None:
+            docker = engine.proc.docker or {}
+            vendor = VENDOR_BY_BRAND_KEY.get(docker.get("brand_key"), "cuda")
+            if profile.get("generation") == "xpu":
+                vendor = "xpu"
+        gpus = int(profile.get("gpu_count") or 1)
+        first = processes[mine.index(primary)]
+        batch = None
+        if engine is not None:
+            batch = units.index(engine.unit_index) // batch_size if batch_size > 0 else 0
+        entry = {
+            "deployment": dep.name,
+            "recipe": req.hf_id,
+            "variant": req.variant,
+            "hardware": req.hardware,
+            "strategy": req.strategy,
+            "kv_offload": req.kv_offload,
+            "deploy_type": dep.deploy_type,
+            "node_count": len(engine.unit_hosts) if engine and engine.unit != "pd" else 1,
+            "features": req.features,
+            "runtime": dep.runtime if engine is not None else "service",
+            "vendor": vendor,
+            "brand": profile.get("brand"),
+            "gpu_count": gpus,
+            "vram_gb_per_gpu": (profile.get("vram_gb") or 0) / gpus,
+            "vram_minimum_gb": dep.variant.get("vram_minimum_gb"),
+            "min_vllm_version": dep.variant.get("min_vllm_version") or
+            as_map(dep.recipe.get("model")).get("min_vllm_version"),
+            "vllm_version": first.get("version"),
+            "instance": engine.unit_index if engine is not None else None,
+            "unit": engine.unit if engine is not None else None,
+            "instance_hosts": engine.unit_hosts if engine is not None else [host_name],
+            "head": engine.head.name if engine is not None else host_name,
+            "node_rank": engine.rank if engine is not None else 0,
+            "batch": batch,
+            "phases": sorted({s.phase for s in mine}, key=("services", "engine", "router").index),
+            "command": "\n".join(vllm_shell(p["argv"]) if p["kind"] in ("vllm", "omni") else " ".join(p["argv"])
+                                 for p in processes),
+            "health": {"enabled": bool(first.get("serves_http")), "port": first.get("port"),
+                       "served_model_name": first.get("served_model_name"),
+                       "kind": first["health"].get("request", "none")},
+            "processes": processes,
+            "files": sorted(files.values(), key=lambda f: f["path"]),
+            "config_dir": f"{CONFIG_ROOT}/{dep.name}",
+        }
+        entry["hash"] = plan_hash({"processes": processes, "files": entry["files"]})
+        out[host_name] = entry
+    return out
+
+
+def rollout(plans: Mapping[str, Mapping[str, Any]]) -> Dict[str, Any]:
+    """Order engine hosts for serial batches: batch, deployment, unit, rank (heads first).
+
+    Returns ``order`` (host names) and ``serial`` (hosts per batch, Ansible's list form).
+    """
+    engine = [(name, p) for name, p in plans.items() if p and p.get("batch") is not None]
+    engine.sort(key=lambda item: (item[1]["batch"], item[1]["deployment"], item[1].get("instance") or 0,
+                                  item[1].get("node_rank") or 0, item[0]))
+    serial: List[int] = []
+    last = None
+    for _, p in engine:
+        if p["batch"] != last:
+            serial.append(0)
+            last = p["batch"]
+        serial[-1] += 1
+    return {"order": [name for name, _ in engine], "serial": serial or [1]}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vllm_fleet import loader
-from vllm_fleet.plan import HostInput, PlanError, plan, substitute
+from vllm_fleet.plan import HostInput, PlanError, plan, rollout, substitute
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -156,7 +156,7 @@ def test_unresolved_placeholder_names_host_and_variable(cat):
     with pytest.raises(PlanError) as err:
         plan(cat, hosts)
     text = str(err.value)
-    assert "a: vllm_fleet_address: no rendezvous address" in text
+    assert "a: vllm_fleet_address: no address (multi-node rendezvous" in text
     assert "placeholder $IFACE_NAME" in text and "vllm_fleet_iface" in text
 
 
@@ -165,6 +165,150 @@ def test_substitute_longest_name_and_boundaries():
     assert text == "1.2.3.4:$HEAD_IPX/eth0" and missing == ["HEAD_IPX"]
 
 
-def test_pd_is_refused_clearly_for_now(cat):
-    with pytest.raises(PlanError, match="not supported by this version"):
-        plan(cat, [host("a", kv_offload="kv_store_centralized_mooncake")])
+# ---------------------------------------------------------------------------------
+# P/D, Mooncake, rollout order
+
+DS = "deepseek-ai/DeepSeek-V3"
+
+
+def ds(name, address, roles=(), gpu=True, **settings):
+    base = {"recipe": DS}
+    base.update(settings)
+    return HostInput(name=name, settings=base, address=address, iface="eth0",
+                     gpu={"hardware": "h200", "count": 8} if gpu else {"vendor": "none"},
+                     roles=list(roles))
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def pd_hosts(**settings):
+    settings.setdefault("strategy", "pd_cluster")
+    return [ds("p1", "10.0.0.1", ["prefill"], **settings), ds("p2", "10.0.0.2", ["prefill"], **settings),
+            ds("d1", "10.0.0.3", ["decode"], **settings),
+            ds("r", "10.0.0.9", ["router"], gpu=False, **settings)]
+
+
+def test_pd_pools_ranks_and_router_endpoints(cat):
+    out = plan(cat, pd_hosts(pd_nodes={"prefill": {"parallelism": "dep"}}))
+    p1, p2 = out["p1"]["processes"][0], out["p2"]["processes"][0]
+    d1, router = out["d1"]["processes"][0], out["r"]["processes"][0]
+    assert [flag(p["argv"], "--data-parallel-start-rank") for p in (p1, p2)] == ["0", "8"]
+    assert flag(p2["argv"], "--data-parallel-address") == "10.0.0.1"
+    assert flag(p2["argv"], "--data-parallel-rpc-port") == "29550"
+    assert flag(p1["argv"], "--data-parallel-size") == "16" and "--data-parallel-hybrid-lb" in p1["argv"]
+    assert p1["port"] == p2["port"] == 8001 and d1["port"] == 8002
+    # the NIXL side channel binds on each node's own address; NICs per node
+    assert [p["env"]["VLLM_NIXL_SIDE_CHANNEL_HOST"] for p in (p1, p2, d1)] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+    assert p2["env"]["GLOO_SOCKET_IFNAME"] == "eth0" and p2["env"]["VLLM_HOST_IP"] == "10.0.0.2"
+    assert flag(d1["argv"], "--tensor-parallel-size") == "8" and "GLOO_SOCKET_IFNAME" not in d1["env"]
+    assert router["argv"] == ["vllm-router", "--policy", "round_robin", "--vllm-pd-disaggregation",
+                              "--prefill", "http://10.0.0.1:8001", "--prefill", "http://10.0.0.2:8001",
+                              "--decode", "http://10.0.0.3:8002", "--host", "0.0.0.0", "--port", "8000",
+                              "--intra-node-data-parallel-size", "8"]
+    assert router["runtime"] == "service" and router["packages"] == ["vllm-router"]
+    assert out["r"]["vendor"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
+    assert out["p2"]["instance_hosts"] == ["p1", "p2", "d1"] and out["p2"]["node_rank"] == 1
+    assert rollout(out) == {"order": ["d1", "p1", "p2"], "serial": [3]}
+
+
+def test_pd_tp_pool_workers_are_headless_and_router_defaults_to_the_prefill_head(cat):
+    hosts = [h for h in pd_hosts(router_port=9000) if h.name != "r"]
+    out = plan(cat, hosts)
+    p1, p2 = out["p1"]["processes"], out["p2"]["processes"]
+    assert "--headless" in p2[0]["argv"] and not p2[0]["serves_http"]
+    assert flag(p2[0]["argv"], "--master-addr") == "10.0.0.1" and flag(p2[0]["argv"], "--node-rank") == "1"
+    assert [p["kind"] for p in p1] == ["vllm", "router"]
+    assert p1[1]["argv"][4:8] == ["--prefill", "http://10.0.0.1:8001", "--decode", "http://10.0.0.3:8002"]
+    assert flag(p1[1]["argv"], "--port") == "9000" and out["p1"]["phases"] == ["engine", "router"]
+
+
+def test_pd_colocated_on_one_host(cat):
+    out = plan(cat, [ds("solo", "10.0.0.5", strategy="pd_cluster")])
+    procs = out["solo"]["processes"]
+    assert [p["role"] for p in procs] == ["prefill", "decode", "router"]
+    assert procs[0]["env"]["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and procs[1]["env"]["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert "http://10.0.0.5:8001" in procs[2]["argv"] and "http://10.0.0.5:8002" in procs[2]["argv"]
+    assert len({p["name"] for p in procs}) == 3
+
+
+def test_pd_inventory_errors(cat):
+    with pytest.raises(PlanError, match="set vllm_fleet_role prefill or decode"):
+        plan(cat, [ds("a", "10.0.0.1", strategy="pd_cluster"), ds("b", "10.0.0.2", strategy="pd_cluster")])
+    with pytest.raises(PlanError, match=r"vllm_fleet_pd_nodes.prefill asks for 3 nodes .* has 2 host"):
+        plan(cat, pd_hosts(pd_nodes={"prefill": 3}))
+    with pytest.raises(PlanError, match=r"no host with vllm_fleet_role decode"):
+        plan(cat, [h for h in pd_hosts() if h.name != "d1"])
+    with pytest.raises(PlanError, match=r"a: vllm_fleet_role 'prefill' does not apply to strategy 'single_node_tp'"):
+        plan(cat, [ds("a", "10.0.0.1", ["prefill"], strategy="single_node_tp")])
+    with pytest.raises(PlanError, match=r"a: vllm_fleet_role: unknown role\(s\) 'leader'"):
+        plan(cat, [ds("a", "10.0.0.1", ["leader"], strategy="single_node_tp")])
+
+
+def kv_hosts(kv="kv_store_centralized_mooncake", **settings):
+    settings.setdefault("strategy", "single_node_tp")
+    return [ds("a", "10.0.1.1", kv_offload=kv, **settings), ds("b", "10.0.1.2", kv_offload=kv, **settings),
+            ds("m", "10.0.1.9", ["master", "store", "router"], gpu=False, kv_offload=kv, **settings)]
+
+
+def test_mooncake_centralized_services_configs_and_router(cat):
+    import json
+    out = plan(cat, kv_hosts(mooncake_config={"protocol": "tcp"}))
+    a, b, m = out["a"], out["b"], out["m"]
+    assert a["processes"][0]["name"] != b["processes"][0]["name"]
+    config = json.loads(a["files"][0]["content"])
+    assert a["files"][0]["path"] == "/etc/vllm-fleet/deepseek-v3-h200/mooncake.json"
+    assert config["master_server_address"] == "10.0.1.9:50051" and config["protocol"] == "tcp"
+    assert config["global_segment_size"] == 0 and config["device_name"] == ""
+    assert a["processes"][0]["env"]["MOONCAKE_CONFIG_PATH"] == a["files"][0]["path"]
+    assert a["processes"][0]["env"]["PYTHONHASHSEED"] == "0"
+    assert a["processes"][0]["mounts"] == ["/etc/vllm-fleet/deepseek-v3-h200"]
+    assert a["processes"][0]["packages"] == ["mooncake-transfer-engine>=0.3.10"]
+    assert [p["kind"] for p in m["processes"]] == ["mooncake_master", "mooncake_store", "router"]
+    master, store, router = m["processes"]
+    assert master["argv"][0] == "mooncake_master" and master["port"] == 50051 and master["phase"] == "services"
+    assert store["argv"] == ["python3", "-m", "mooncake.mooncake_store_service", "--config",
+                             "/etc/vllm-fleet/deepseek-v3-h200/mooncake-store.json"]
+    assert json.loads(m["files"][0]["content"])["global_segment_size"] == "500GB"
+    assert master["packages"] == ["mooncake-transfer-engine-non-cuda>=0.3.10"]  # no GPU on m
+    assert router["argv"][:6] == ["vllm-router", "--policy", "cache_aware", "--worker-urls",
+                                  "http://10.0.1.1:8000", "http://10.0.1.2:8000"]
+    assert flag(router["argv"], "--port") == "30080" and m["phases"] == ["services", "router"]
+    assert (a["unit"], b["unit"], a["instance_hosts"]) == ("i0", "i1", ["a"])
+
+
+def test_mooncake_defaults_and_errors(cat):
+    hosts = [h for h in kv_hosts("kv_store_distributed_mooncake") if h.name != "m"]
+    out = plan(cat, hosts)
+    kinds = [p["kind"] for p in out["a"]["processes"]]
+    assert kinds == ["vllm", "mooncake_master", "router"]  # master and router default to instance 1's head
+    with pytest.raises(PlanError, match="runs no store service"):
+        plan(cat, kv_hosts("kv_store_distributed_mooncake"))
+    with pytest.raises(PlanError, match="vllm_fleet_kv_instances is 3 but the inventory"):
+        plan(cat, kv_hosts(kv_instances=3))
+    with pytest.raises(PlanError, match="one instance has no router"):
+        plan(cat, [hosts[0], ds("r", "10.0.1.8", ["router"], gpu=False, kv_offload="kv_store_distributed_mooncake",
+                                strategy="single_node_tp")])
+
+
+def test_mooncake_multi_node_instances_rendezvous_at_their_heads(cat):
+    hosts = [ds(f"n{i}", f"10.0.2.{i + 1}", kv_offload="kv_store_distributed_mooncake",
+                strategy="multi_node_tp", nodes=2) for i in range(4)]
+    out = plan(cat, hosts)
+    assert flag(out["n1"]["processes"][0]["argv"], "--master-addr") == "10.0.2.1"
+    assert flag(out["n3"]["processes"][0]["argv"], "--master-addr") == "10.0.2.3"
+    router = next(p for p in out["n0"]["processes"] if p["kind"] == "router")
+    assert router["argv"][3:6] == ["--worker-urls", "http://10.0.2.1:8000", "http://10.0.2.3:8000"]
+
+
+def test_rollout_batches_by_instance(cat):
+    hosts = [host(f"n{i}", address=f"10.9.0.{i + 1}", strategy="multi_node_tp", nodes=2, rollout_batch=1)
+             for i in range(6)]
+    hosts[0].node_rank, hosts[1].node_rank = 1, 0
+    out = plan(cat, hosts)
+    assert [out[f"n{i}"]["batch"] for i in range(6)] == [0, 0, 1, 1, 2, 2]
+    assert rollout(out) == {"order": ["n1", "n0", "n2", "n3", "n4", "n5"], "serial": [2, 2, 2]}
+    names = {out[f"n{i}"]["processes"][0]["name"] for i in range(6)}
+    assert len(names) == 6  # instances never share a process name
+    assert rollout(plan(cat, [host("x"), host("y")])) == {"order": ["x", "y"], "serial": [2]}

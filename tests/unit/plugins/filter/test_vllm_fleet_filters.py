@@ -1,0 +1,32 @@
+"""Filters: systemd quoting, process state argv, rollout order from hostvars."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[4]
+_spec = importlib.util.spec_from_file_location("vllm_fleet_filter_plugin", ROOT / "plugins" / "filter" / "vllm_fleet.py")
+filters = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(filters)
+
+
+def test_systemd_exec_quotes_and_escapes():
+    assert filters.systemd_exec(["vllm", "serve", "m", "--x", '{"a": 1}', "50%", "$HOME"]) == \
+        'vllm serve m --x "{\\"a\\": 1}" 50%% "$$HOME"'
+
+
+def test_state_argv_per_runtime():
+    assert filters.state_argv({"name": "c", "runtime": "docker"}) == ["docker", "inspect", "-f", "{{.State.Status}}", "c"]
+    assert filters.state_argv({"name": "u", "runtime": "uv"}) == ["systemctl", "is-active", "u.service"]
+    assert filters.state_argv({"name": "r", "runtime": "service"}) == ["systemctl", "is-active", "r.service"]
+
+
+def test_rollout_reads_plans_from_hostvars_and_skips_hosts_without_one():
+    def plan(dep, batch, instance, rank):
+        return {"vllm_fleet_plan": {"deployment": dep, "batch": batch, "instance": instance, "node_rank": rank}}
+    hostvars = {"w1": plan("a", 0, 0, 1), "h1": plan("a", 0, 0, 0), "h2": plan("a", 1, 1, 0),
+                "router": {"vllm_fleet_plan": {"deployment": "a", "batch": None}}, "idle": {}}
+    out = filters.rollout(hostvars, ["w1", "h1", "h2", "router", "idle"])
+    assert out == {"order": ["h1", "w1", "h2"], "serial": [2, 1]}
+    assert filters.rollout({}, []) == {"order": [], "serial": [1]}
