@@ -34,6 +34,7 @@ SETTINGS = {
     "model_path": "vllm_fleet_model_path", "env": "vllm_fleet_env",
     "placeholders": "vllm_fleet_placeholders", "deployment": "vllm_fleet_deployment",
     "mooncake_config": "vllm_fleet_mooncake_config", "mooncake_package": "vllm_fleet_mooncake_package",
+    "mooncake_store_config": "vllm_fleet_mooncake_store_config",
     "router_port": "vllm_fleet_router_port", "router_version": "vllm_fleet_router_version",
     "rollout_batch": "vllm_fleet_rollout_batch",
 }

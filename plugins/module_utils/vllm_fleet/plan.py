@@ -49,7 +49,7 @@ SETTING_KEYS = (
     "recipe", "variant", "strategy", "hardware", "features", "feature_modes", "nodes",
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
-    "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_package",
+    "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
     "router_port", "router_version", "rollout_batch",
 )
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -638,10 +638,13 @@ def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
     return None
 
 
-def _config_json(dep: Deployment, template: Any, values: Mapping[str, str], where: str,
-                 resolved) -> str:
+def _config_json(dep: Deployment, template: Any, where: str, resolved, store: bool = False) -> str:
+    """A Mooncake JSON config: the recipe's template, placeholders filled, operator keys on top
+    (vllm_fleet_mooncake_config for every file, vllm_fleet_mooncake_store_config for the store's)."""
     config = dict(as_map(template))
     config.update(as_map(dep.settings.get("mooncake_config")))
+    if store:
+        config.update(as_map(dep.settings.get("mooncake_store_config")))
     out = {key: (resolved(env_text(v), where) if isinstance(v, str) else v) for key, v in config.items()}
     return json.dumps(out, indent=2) + "\n"
 
@@ -694,7 +697,7 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             path = values["MOONCAKE_CONFIG_PATH"]
             template = as_map((dep.store or {}).get("mooncake_vllm_config")).get("template")
             files[path] = {"path": path, "mode": "0644",
-                           "content": _config_json(dep, template, values, "the Mooncake vLLM config", resolved)}
+                           "content": _config_json(dep, template, "the Mooncake vLLM config", resolved)}
             mounts.append(path.rsplit("/", 1)[0])
         base.update({
             "runtime": dep.runtime,
@@ -727,14 +730,20 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             port = None
             health = {"kind": "alive"}
             if proc.kind == "mooncake_master":
+                # the RPC port is what clients use; readiness is the admin server's /health
                 rpc = _flag_value(argv, "-rpc_port")
                 port = int(rpc) if rpc and rpc.isdigit() else 50051
-                health = {"kind": "tcp"}
+                metrics = _flag_value(argv, "-metrics_port")
+                health = {"kind": "http", "port": int(metrics) if metrics and metrics.isdigit() else 9003}
             if proc.kind == "mooncake_store":
                 path = values["MOONCAKE_STORE_CONFIG_PATH"]
+                # the store service refuses a config without local_hostname (the recipe has none):
+                # it is the address this store registers with the master
+                template = dict(as_map(proc.config))
+                template.setdefault("local_hostname", host.address or "")
                 files[path] = {"path": path, "mode": "0644",
-                               "content": _config_json(dep, proc.config, values, "the Mooncake store config",
-                                                       resolved)}
+                               "content": _config_json(dep, template, "the Mooncake store config",
+                                                       resolved, store=True)}
         base.update({"runtime": "service", "version": None, "argv": argv, "env": env, "port": port,
                      "serves_http": proc.kind == "router", "packages": packages, "health": health})
     base["hash"] = plan_hash({k: base[k] for k in ("argv", "env", "image", "port", "packages")})

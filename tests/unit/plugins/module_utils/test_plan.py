@@ -254,7 +254,7 @@ def kv_hosts(kv="kv_store_centralized_mooncake", **settings):
 
 def test_mooncake_centralized_services_configs_and_router(cat):
     import json
-    out = plan(cat, kv_hosts(mooncake_config={"protocol": "tcp"}))
+    out = plan(cat, kv_hosts(mooncake_config={"protocol": "tcp"}, mooncake_store_config={"global_segment_size": "1GB"}))
     a, b, m = out["a"], out["b"], out["m"]
     assert a["processes"][0]["name"] != b["processes"][0]["name"]
     config = json.loads(a["files"][0]["content"])
@@ -268,9 +268,12 @@ def test_mooncake_centralized_services_configs_and_router(cat):
     assert [p["kind"] for p in m["processes"]] == ["mooncake_master", "mooncake_store", "router"]
     master, store, router = m["processes"]
     assert master["argv"][0] == "mooncake_master" and master["port"] == 50051 and master["phase"] == "services"
+    assert master["health"] == {"kind": "http", "port": 9003}
+    assert json.loads(m["files"][0]["content"])["local_hostname"] == "10.0.1.9"
     assert store["argv"] == ["python3", "-m", "mooncake.mooncake_store_service", "--config",
                              "/etc/vllm-fleet/deepseek-v3-h200/mooncake-store.json"]
-    assert json.loads(m["files"][0]["content"])["global_segment_size"] == "500GB"
+    assert json.loads(m["files"][0]["content"])["global_segment_size"] == "1GB"
+    assert json.loads(m["files"][0]["content"])["protocol"] == "tcp"
     assert master["packages"] == ["mooncake-transfer-engine-non-cuda>=0.3.10"]  # no GPU on m
     assert router["argv"][:6] == ["vllm-router", "--policy", "cache_aware", "--worker-urls",
                                   "http://10.0.1.1:8000", "http://10.0.1.2:8000"]
