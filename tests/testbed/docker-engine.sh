@@ -16,6 +16,19 @@ t0=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 log() { echo "[docker-engine] $*"; }
 
+# Each test host runs systemd as PID 1, and every systemd takes inotify instances from root's
+# per-user pool (Debian's default 128 is gone at about 25 hosts: the next host's systemd exits
+# 255 at boot, with no log). Raise the pool for fleets of 32+ hosts (idempotent).
+raise_sysctl() {
+    local key=$1 want=$2 have
+    have=$(sysctl -n "$key" 2>/dev/null || echo 0)
+    if (( have < want )); then
+        sysctl -qw "$key=$want" && log "$key $have -> $want" || log "WARNING: could not raise $key ($have)"
+    fi
+}
+raise_sysctl fs.inotify.max_user_instances 8192
+raise_sysctl fs.inotify.max_user_watches 1048576
+
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
 
 # 1. install (client and/or daemon) if missing

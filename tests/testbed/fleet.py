@@ -307,6 +307,12 @@ def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str,
         raise FleetError(f"docker cp into {cname}: {p.stderr.decode(errors='replace').strip()}")
     run(["docker", "start", cname])
     ip = run(["docker", "inspect", "-f", f"{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}", cname]).stdout.strip()
+    if not ip:
+        state = run(["docker", "inspect", "-f", "{{.State.Status}} exit={{.State.ExitCode}} {{.State.Error}}", cname],
+                    check=False).stdout.strip()
+        raise FleetError(f"{h['name']}: container {cname} has no address on {network} ({state}); a systemd "
+                         f"that exits 255 at once usually means the inotify pool is used up "
+                         f"(fs.inotify.max_user_instances; tests/testbed/docker-engine.sh raises it)")
     ipaddress.ip_address(ip)
     return {**h, "container": cname, "ip": ip}
 

@@ -30,3 +30,17 @@ def test_rollout_reads_plans_from_hostvars_and_skips_hosts_without_one():
     out = filters.rollout(hostvars, ["w1", "h1", "h2", "router", "idle"])
     assert out == {"order": ["h1", "w1", "h2"], "serial": [2, 1]}
     assert filters.rollout({}, []) == {"order": [], "serial": [1]}
+
+
+def test_flag_values_both_forms():
+    argv = ["vllm", "serve", "m", "--chat-template", "examples/a.jinja", "--x", "1", "--chat-template=/t.jinja"]
+    assert filters.flag_values(argv, "--chat-template") == ["examples/a.jinja", "/t.jinja"]
+    assert filters.flag_values(argv, "--port") == []
+
+
+def test_failed_nodes_from_recorded_failures_and_departed_hosts():
+    hostvars = {"a": {"vllm_fleet_deploy_failure": "Start workers: boom "}, "b": {}, "c": {}}
+    assert filters.failed_nodes(hostvars, ["a", "b"], ["a", "b"]) == {"a": "Start workers: boom"}
+    assert filters.failed_nodes(hostvars, ["b", "c"], ["b"]) == {
+        "c": "not in the play any more (unreachable, or failed earlier)"}
+    assert filters.failed_nodes(hostvars, ["b", "c"], ["b", "c"]) == {}

@@ -315,3 +315,33 @@ def test_rollout_batches_by_instance(cat):
     names = {out[f"n{i}"]["processes"][0]["name"] for i in range(6)}
     assert len(names) == 6  # instances never share a process name
     assert rollout(plan(cat, [host("x"), host("y")])) == {"order": ["x", "y"], "serial": [2]}
+
+
+@pytest.mark.parametrize("strategy,source,model", [
+    ("multi_node_tp", "recipes", DS), ("multi_node_tep", "recipes", DS), ("multi_node_tp_pp", "recipes", DS),
+    ("multi_node_dep", "recipes", DS), ("multi_node_tp_dp", "fixtures", "test-org/Moe-Model")])
+def test_every_multi_node_strategy_gets_ranks_and_the_head_address(strategy, source, model):
+    tree = ROOT / "recipes" if source == "recipes" else ROOT / "tests" / "fixtures" / "tree"
+    catalog = loader.load([tree])
+    hw = "h200" if source == "recipes" else next(iter(catalog.profiles))
+    hosts = [HostInput(name=f"n{i}", settings={"recipe": model, "hardware": hw, "strategy": strategy, "nodes": 2},
+                       address=f"10.7.0.{i + 1}", iface=f"ib{i}", gpu={"hardware": hw}) for i in range(2)]
+    out = plan(catalog, hosts)
+    for rank in range(2):
+        proc = out[f"n{rank}"]["processes"][0]
+        argv, env = proc["argv"], proc["env"]
+        assert not [t for t in argv if "$" in t] and not [v for v in env.values() if "$" in v]
+        address = _value(argv, "--master-addr") or _value(argv, "--data-parallel-address")
+        assert address == "10.7.0.1"
+        if "--node-rank" in argv:
+            assert _value(argv, "--node-rank") == str(rank) and ("--headless" in argv) == (rank > 0)
+        else:
+            local = int(_value(argv, "--data-parallel-size-local"))
+            assert int(_value(argv, "--data-parallel-start-rank") or 0) == rank * local
+            assert proc["serves_http"]  # DP ranks each run an API server on their node
+        assert env["VLLM_HOST_IP"] == f"10.7.0.{rank + 1}" and env["NCCL_SOCKET_IFNAME"] == f"ib{rank}"
+        assert out[f"n{rank}"]["node_rank"] == rank
+
+
+def _value(argv, name):
+    return argv[argv.index(name) + 1] if name in argv else None
