@@ -17,6 +17,10 @@ Other sessions:
   collections  extract the collections of requirements.yml from the `ansible` wheel
                (PyPI) into .ansible/collections; no Galaxy access needed
   bench        corpus render benchmark: wall time and peak memory (prints figures)
+  bench_deploy deploy.yml on test fleets of 1, 8 and 32 FAKE H200 hosts (light stand-in
+               servers): wall time, tasks and SSH operations per host, re-run changes,
+               scaling ratios (prints figures; `-- --variants all` adds ansible settings
+               variations: forks, pipelining, ControlPersist, facts, strategy, Mitogen)
 """
 
 from __future__ import annotations
@@ -78,6 +82,14 @@ def bench(session: nox.Session) -> None:
     session.run("python", "tests/benchmarks/bench_render.py", "--cli", *session.posargs)
 
 
+@nox.session
+def bench_deploy(session: nox.Session) -> None:
+    """deploy.yml at 1/8/32 hosts: first run, re-run, SSH ops; posargs go to the script."""
+    session.install("-e", ".", "ansible-core>=2.17,<2.20")
+    session.run("bash", "tests/testbed/setup.sh", external=True)
+    session.run("python", "tests/benchmarks/bench_deploy.py", *session.posargs)
+
+
 @nox.session(python=False)
 def collections(session: nox.Session) -> None:
     """Install the collections of requirements.yml without Galaxy (from the ansible wheel)."""
@@ -92,6 +104,7 @@ MOLECULE_SCENARIOS = [  # cheapest first; the last two serve a real vLLM (minute
     "vllm_fleet_rocm",
     "vllm_fleet_preflight",
     "vllm_fleet_docker",
+    "vllm_fleet_services",
     "vllm_fleet_uv",
     "vllm_fleet_health",
 ]

@@ -37,6 +37,7 @@ SETTINGS = {
     "mooncake_store_config": "vllm_fleet_mooncake_store_config",
     "router_port": "vllm_fleet_router_port", "router_version": "vllm_fleet_router_version",
     "rollout_batch": "vllm_fleet_rollout_batch",
+    "host_env": "vllm_fleet_host_env",   # per host; the others must agree inside a deployment
 }
 SECRETS = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 

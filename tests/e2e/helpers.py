@@ -66,10 +66,10 @@ def host_http(container: str, method: str, url: str, body: Optional[dict] = None
         "import json,sys,urllib.request as u\n"
         "d=sys.argv[3].encode() if sys.argv[3] else None\n"
         "r=u.Request(sys.argv[2],data=d,method=sys.argv[1],headers={'Content-Type':'application/json'})\n"
-        "try:\n  x=u.urlopen(r,timeout=50); print(x.status); print(x.read().decode())\n"
+        "try:\n  x=u.urlopen(r,timeout=float(sys.argv[4])); print(x.status); print(x.read().decode())\n"
         "except Exception as e:\n  print(getattr(e,'code',0)); print(e)\n")
-    proc = host_exec(container, ["python3", "-c", code, method, url, json.dumps(body) if body else ""],
-                     timeout=timeout)
+    proc = host_exec(container, ["python3", "-c", code, method, url, json.dumps(body) if body else "",
+                                 str(max(timeout - 10, 5))], timeout=timeout)
     status, _, text = proc.stdout.partition("\n")
     try:
         return int(status or 0), json.loads(text)

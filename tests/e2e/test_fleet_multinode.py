@@ -23,7 +23,7 @@ from helpers import ROOT, docker_inspect, host_exec, host_http, playbook
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-from vllm_fleet import loader  # noqa: E402
+from vllm_fleet import loader, select  # noqa: E402
 from vllm_fleet.plan import substitute  # noqa: E402
 from vllm_fleet.render import Request, resolve  # noqa: E402
 
@@ -76,7 +76,9 @@ def cat():
 
 
 def engine(cat, **choice):
+    """The engine's processes for a choice, with upstream's defaults (features) filled in."""
     req = Request(hf_id=DS, hardware="h200", **choice)
+    select.complete(cat.recipes[DS], req, cat.strategies, cat.taxonomy)
     return resolve(cat.recipes[DS], req, cat.strategies, cat.taxonomy).processes
 
 
@@ -103,7 +105,8 @@ def assert_runs(c, argv, env, testhost):
     got = env_of(c)
     for key, value in env.items():
         assert got.get(key) == value, (key, got.get(key), value)
-    assert c["HostConfig"]["NetworkMode"] == f"container:{testhost}"
+    # the engine shares the test host's network namespace (docker records the host's id)
+    assert c["HostConfig"]["NetworkMode"] == f"container:{container(testhost)['Id']}"
 
 
 def extra_inventory(fleet, name, host_vars):
@@ -202,7 +205,8 @@ def test_pd_cluster_with_router(fleet, cat):
         argv, env = filled(procs[role], values)
         assert_runs(container(f"vllm-fleet-pd-{role}0"), argv, env, fleet.container(host))
         assert env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == ip(fleet, host)
-    assert container("vllm-fleet-pd-prefill0")["Config"]["Cmd"][:3] == [DS, "--trust-remote-code", "--port"]
+    cmd = container("vllm-fleet-pd-prefill0")["Config"]["Cmd"]
+    assert cmd[cmd.index("--port") + 1] == "8001" and '"kv_role":"kv_producer"' in cmd[cmd.index("--kv-transfer-config") + 1]
     router_argv, _ = filled(procs["router"], values)
     unit = host_exec(fleet.container("pd-r"), ["systemctl", "show", "-p", "ExecStart,ActiveState",
                                                "vllm-fleet-pd-router.service"]).stdout

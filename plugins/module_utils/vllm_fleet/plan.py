@@ -679,6 +679,9 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.address
         for key, value in as_map(settings.get("env")).items():
             env[str(key)] = str(value)
+        # per host (CPU/NUMA binding, local cache dirs): may differ inside a deployment
+        for key, value in as_map(host.settings.get("host_env")).items():
+            env[str(key)] = str(value)
         argv = _customize(argv, settings, proc.role)
         docker = proc.docker or {}
         image = settings.get("image") or docker.get("image")

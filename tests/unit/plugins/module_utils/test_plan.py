@@ -345,3 +345,12 @@ def test_every_multi_node_strategy_gets_ranks_and_the_head_address(strategy, sou
 
 def _value(argv, name):
     return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_host_env_may_differ_per_host_and_wins(cat):
+    hosts = [host(f"n{i}", address=f"10.9.0.{i + 1}", strategy="multi_node_tp", nodes=2,
+                  env={"A": "deployment"}, host_env={"VLLM_CPU_OMP_THREADS_BIND": str(i), "A": f"host{i}"})
+             for i in range(2)]
+    out = plan(cat, hosts)
+    assert [out[f"n{i}"]["processes"][0]["env"]["VLLM_CPU_OMP_THREADS_BIND"] for i in range(2)] == ["0", "1"]
+    assert out["n1"]["processes"][0]["env"]["A"] == "host1"
