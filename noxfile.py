@@ -61,7 +61,7 @@ def conformance(session: nox.Session) -> None:
                 "--recipes", str(SHARED / "conformance" / "recipes"), *session.posargs)
 
 
-MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan"]
+MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_state"]
 
 
 @nox.session

@@ -61,7 +61,7 @@ def _interface_for(facts, address):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "recipe_sources"))
+    _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts"))
 
     def _host_input(self, name, hostvars):
         hv = hostvars[name]
@@ -79,6 +79,24 @@ class ActionModule(ActionBase):
                          instance=hv.get("vllm_fleet_instance"),
                          node_rank=int(rank) if rank not in (None, "") else None, roles=roles)
 
+    @staticmethod
+    def _deployment_of(h):
+        return h.settings.get("deployment") or default_deployment(
+            h.settings.get("recipe") or "", h.settings.get("hardware") or h.gpu.get("hardware"))
+
+    def _plan_group(self, sources, group):
+        key = plan_hash([sources, [(h.name, h.settings, h.address, h.iface, h.gpu,
+                                    h.instance, h.node_rank, h.roles) for h in group]])
+        with _LOCK:
+            cached = _CACHE.get(key)
+            if cached is None:
+                try:
+                    cached = plan(loader.load(sources), group)
+                except (PlanError, loader.LoadError) as exc:
+                    cached = exc
+                _CACHE[key] = cached
+        return cached
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
@@ -86,29 +104,32 @@ class ActionModule(ActionBase):
         me = task_vars["inventory_hostname"]
         inputs = [self._host_input(h, hostvars) for h in args["hosts"]]
         inputs = [h for h in inputs if h.settings.get("recipe")] or inputs
+        if args.get("all_hosts"):
+            # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
+            # instead of O(hosts) per host
+            deployments = {}
+            for h in inputs:
+                deployments.setdefault(self._deployment_of(h), []).append(h)
+            plans, errors = {}, []
+            for name, group in deployments.items():
+                planned = self._plan_group(args["recipe_sources"], group)
+                if isinstance(planned, Exception):
+                    errors.append(f"vllm-fleet plan failed for deployment {name!r}:\n{planned}")
+                else:
+                    plans.update(planned)
+            if errors:
+                raise AnsibleActionFail("\n".join(errors))
+            result.update(changed=False, plans=plans,
+                          msg=f"{len(plans)} host(s) in {len(deployments)} deployment(s)")
+            return result
         mine = next((h for h in inputs if h.name == me), None)
         if mine is None:
             raise AnsibleActionFail(f"{me}: vllm_fleet_recipe is not set for this host")
-
-        def deployment_of(h):
-            return h.settings.get("deployment") or default_deployment(
-                h.settings.get("recipe") or "", h.settings.get("hardware") or h.gpu.get("hardware"))
-
-        group = [h for h in inputs if deployment_of(h) == deployment_of(mine)]
-        key = plan_hash([args["recipe_sources"], [(h.name, h.settings, h.address, h.iface, h.gpu,
-                                                   h.instance, h.node_rank, h.roles) for h in group]])
-        with _LOCK:
-            cached = _CACHE.get(key)
-            if cached is None:
-                try:
-                    cat = loader.load(args["recipe_sources"])
-                    cached = plan(cat, group)
-                except (PlanError, loader.LoadError) as exc:
-                    cached = exc
-                _CACHE[key] = cached
+        group = [h for h in inputs if self._deployment_of(h) == self._deployment_of(mine)]
+        cached = self._plan_group(args["recipe_sources"], group)
         if isinstance(cached, Exception):
             raise AnsibleActionFail("vllm-fleet plan failed for deployment "
-                                    f"{deployment_of(mine)!r}:\n{cached}")
+                                    f"{self._deployment_of(mine)!r}:\n{cached}")
         host_plan = cached[me]
         result.update(changed=False, ansible_facts={"vllm_fleet_plan": host_plan},
                       msg=host_plan["command"])

@@ -90,12 +90,20 @@ def flag_values(argv, flag) -> list:
     return out
 
 
+def all_current(hostvars, hosts) -> bool:
+    """Every one of ``hosts`` already runs its plan, healthy (vllm_fleet_current facts)."""
+    return bool(hosts) and all(bool(hostvars[h].get("vllm_fleet_current")) if h in hostvars else False
+                               for h in hosts)
+
+
 def rollout(hostvars, hosts) -> dict:
-    """Engine hosts in rollout order and Ansible's serial list (hosts per batch)."""
+    """Engine hosts in rollout order and Ansible's serial list (hosts per batch).
+
+    Instances whose hosts all run their plan already (the re-run fast path) are left out."""
     plans = {}
     for host in hosts:
         plan = hostvars[host].get("vllm_fleet_plan")
-        if plan:
+        if plan and not all_current(hostvars, plan.get("instance_hosts") or [host]):
             plans[str(host)] = plan
     return _rollout(plans)
 
@@ -106,6 +114,7 @@ class FilterModule:
             "vllm_fleet_state_argv": state_argv,
             "vllm_fleet_flag_values": flag_values,
             "vllm_fleet_failed_nodes": failed_nodes,
+            "vllm_fleet_all_current": all_current,
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,

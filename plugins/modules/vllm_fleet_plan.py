@@ -29,6 +29,13 @@ options:
     type: list
     elements: path
     required: true
+  all_hosts:
+    description:
+      - Plan every deployment of O(hosts) and return them all as RV(plans) instead of setting
+        this host's C(vllm_fleet_plan) fact. Meant for C(run_once), then each host takes its
+        entry; large fleets then read the hosts' variables once instead of once per host.
+    type: bool
+    default: false
 author: vllm-fleet
 notes:
   - Runs on the controller only; hosts need nothing installed for it.
@@ -55,4 +62,8 @@ ansible_facts:
         serves_http, served_model_name, model_path, hash).
       type: dict
       returned: success
+plans:
+  description: With O(all_hosts), every planned host's plan (same shape as C(vllm_fleet_plan)).
+  returned: when all_hosts is true
+  type: dict
 """

@@ -50,6 +50,10 @@ GROUPS = {"cpu_multinode": {"hosts": {"cpu-a": "none", "cpu-b": "none"}, "vars":
     "vllm_fleet_runtime": "docker",
     "vllm_fleet_docker_pull": "never",
     "vllm_fleet_cpu_shm_size": "1g",
+    # the two "hosts" share this machine's engine: with --ipc host both ranks would see ONE
+    # /dev/shm (the engine host's) and vLLM's shared-memory queues of the two nodes collide
+    # (seen: both ranks joined, then hung); a real host has its own
+    "vllm_fleet_docker_ipc_mode": "private",
     "vllm_fleet_model_path": str(MODEL_DIR),
     "vllm_fleet_served_model_name": "tiny",
     "vllm_fleet_extra_args": ["--tensor-parallel-size", "2"],
@@ -84,11 +88,12 @@ def test_tensor_parallel_across_two_hosts_serves_through_the_head(cpu_pair):
     run = playbook("deploy.yml", cpu_pair.inventory, "-l", "cpu_multinode", timeout=1800)
     assert run.rc == 0, run
     head, worker = docker_inspect(HEAD), docker_inspect(WORKER)
+    # the recipe's TP (2 nodes x the CPU profile's 4) is replaced by the operator's, last wins
     assert head["Config"]["Cmd"] == [str(MODEL_DIR), "--enforce-eager", "--nnodes", "2", "--node-rank", "0",
-                                     "--master-addr", a, "--tensor-parallel-size", "2", "--served-model-name", "tiny"]
+                                     "--master-addr", a, "--served-model-name", "tiny", "--tensor-parallel-size", "2"]
     assert worker["Config"]["Cmd"] == [str(MODEL_DIR), "--enforce-eager", "--nnodes", "2", "--node-rank", "1",
-                                       "--master-addr", a, "--headless", "--tensor-parallel-size", "2",
-                                       "--served-model-name", "tiny"]
+                                       "--master-addr", a, "--headless", "--served-model-name", "tiny",
+                                       "--tensor-parallel-size", "2"]
     for c, ip, rank in ((head, a, 0), (worker, b, 1)):
         env = dict(e.split("=", 1) for e in c["Config"]["Env"])
         assert (env["VLLM_HOST_IP"], env["GLOO_SOCKET_IFNAME"], env["VLLM_CPU_OMP_THREADS_BIND"]) == (ip, "eth0", str(rank))

@@ -44,3 +44,14 @@ def test_failed_nodes_from_recorded_failures_and_departed_hosts():
     assert filters.failed_nodes(hostvars, ["b", "c"], ["b"]) == {
         "c": "not in the play any more (unreachable, or failed earlier)"}
     assert filters.failed_nodes(hostvars, ["b", "c"], ["b", "c"]) == {}
+
+
+def test_rollout_leaves_out_instances_that_are_all_current():
+    def plan(instance, hosts, rank, current):
+        return {"vllm_fleet_current": current, "vllm_fleet_plan": {
+            "deployment": "d", "batch": 0, "instance": instance, "node_rank": rank, "instance_hosts": hosts}}
+    hostvars = {"a": plan(0, ["a", "b"], 0, True), "b": plan(0, ["a", "b"], 1, True),
+                "c": plan(1, ["c", "d"], 0, True), "d": plan(1, ["c", "d"], 1, False)}
+    assert filters.rollout(hostvars, list(hostvars)) == {"order": ["c", "d"], "serial": [2]}
+    assert filters.all_current(hostvars, ["a", "b"]) and not filters.all_current(hostvars, ["c", "d"])
+    assert not filters.all_current(hostvars, []) and not filters.all_current(hostvars, ["zz"])
