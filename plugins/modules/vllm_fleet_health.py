@@ -23,7 +23,7 @@ options:
   served_model_name:
     description:
       - Model name /v1/models must list and requests use.
-      - Omitted for services that are not vLLM servers (vllm-router): C(/health) is the whole gate.
+      - "Omitted for services that are not vLLM servers (vllm-router): then C(/health) is the whole gate."
     type: str
   request:
     description: Kind of real request; C(none) stops after /v1/models.
