@@ -12,6 +12,7 @@ _UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 if _UTILS not in sys.path:
     sys.path.insert(0, _UTILS)
 
+from vllm_fleet.plan import flag_values  # noqa: E402
 from vllm_fleet.plan import rollout as _rollout  # noqa: E402
 
 DOCUMENTATION = r"""
@@ -75,18 +76,6 @@ def failed_nodes(hostvars, hosts, alive=None) -> dict:
             out[str(host)] = str(failure).strip()
         elif alive is not None and host not in alive:
             out[str(host)] = "not in the play any more (unreachable, or failed earlier)"
-    return out
-
-
-def flag_values(argv, flag) -> list:
-    """Values an argv gives a flag (``--flag V`` and ``--flag=V``), in order."""
-    out = []
-    argv = [str(a) for a in argv]
-    for i, tok in enumerate(argv):
-        if tok == flag and i + 1 < len(argv):
-            out.append(argv[i + 1])
-        elif tok.startswith(flag + "="):
-            out.append(tok.split("=", 1)[1])
     return out
 
 

@@ -198,12 +198,22 @@ def _customize(argv: List[str], settings: Mapping[str, Any], role: str) -> List[
     return out[:3] + dedupe(out[3:] + extra)
 
 
-def _process_port(argv: Sequence[str], default: int) -> int:
-    port = default
-    for i, tok in enumerate(argv[:-1]):
-        if tok == "--port" and str(argv[i + 1]).isdigit():
-            port = int(argv[i + 1])
-    return port
+def flag_values(argv: Sequence[str], flag: str) -> List[str]:
+    """Values an argv gives a flag (``--flag V`` and ``--flag=V``), in order."""
+    out: List[str] = []
+    argv = [str(a) for a in argv]
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif tok.startswith(flag + "="):
+            out.append(tok.split("=", 1)[1])
+    return out
+
+
+def _int_flag(argv: Sequence[str], flag: str, default: int) -> int:
+    """The flag's last numeric value (last wins, as in vLLM's parser), else ``default``."""
+    numbers = [v for v in flag_values(argv, flag) if v.isdigit()]
+    return int(numbers[-1]) if numbers else default
 
 
 def _check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], version: Optional[str],
@@ -403,7 +413,7 @@ def _node_values(host: HostInput, head: HostInput, multi: bool) -> Dict[str, str
     return values
 
 
-def _place_engines(cat: Catalog, dep: Deployment, groups: List[List[HostInput]], roles_prefix: str,
+def _place_engines(dep: Deployment, groups: List[List[HostInput]], roles_prefix: str,
                    render_for) -> List[Slot]:
     """Instances of the serving strategy: one unit per group, rank = position in the group."""
     slots: List[Slot] = []
@@ -432,7 +442,7 @@ def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_t
         return []
     rendering = resolve(dep.recipe, dep.req, cat.strategies, cat.taxonomy)
     prefix = "-i{index}" if nodes > 1 and len(groups) > 1 else ""
-    return _place_engines(cat, dep, groups, prefix, lambda index: rendering)
+    return _place_engines(dep, groups, prefix, lambda index: rendering)
 
 
 def _pool_spec(dep: Deployment, role: str, count: int) -> Dict[str, Any]:
@@ -507,7 +517,7 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
                               f"vllm-fleet-{dep.name}-{role}{i}"))
     router = next(p for p in first.processes if p.kind == "router")
     router_host = _single_role_host(dep, hosts, "router", pools["prefill"][0])
-    slots += _services(dep, hosts, first.processes, pools["prefill"][0], router_host, router, engine)
+    slots += _services(dep, hosts, first.processes, pools["prefill"][0], router_host, router)
     return slots
 
 
@@ -537,21 +547,20 @@ def _place_kv(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
     renderings = [resolve(dep.recipe, replace(dep.req, kv_instances={"count": count, "current": i}),
                           cat.strategies, cat.taxonomy) for i in range(count)]
     prefix = "-i{index}" if count > 1 else ""
-    slots = _place_engines(cat, dep, groups, prefix, lambda index: renderings[index])
+    slots = _place_engines(dep, groups, prefix, lambda index: renderings[index])
     router = next((p for p in renderings[0].processes if p.kind == "router"), None)
     master_host = _single_role_host(dep, hosts, "master", heads[0])
     router_host = _single_role_host(dep, hosts, "router", master_host) if router else None
     if router is None and _with_role(hosts, "router"):
         problems.append(f"{_with_role(hosts, 'router')[0].name}: vllm_fleet_role router: a Mooncake deployment "
                         f"with one instance has no router")
-    engine = [h for g in groups for h in g]
-    slots += _services(dep, hosts, renderings[0].processes, master_host, router_host, router, engine)
+    slots += _services(dep, hosts, renderings[0].processes, master_host, router_host, router)
     return slots
 
 
 def _services(dep: Deployment, hosts: List[HostInput], processes: List[Process],
-              master_host: HostInput, router_host: Optional[HostInput], router: Optional[Process],
-              engine: List[HostInput]) -> List[Slot]:
+              master_host: HostInput, router_host: Optional[HostInput],
+              router: Optional[Process]) -> List[Slot]:
     """Router, mooncake_master and store service slots, plus the values they define."""
     slots: List[Slot] = []
     values = dep.values
@@ -599,43 +608,31 @@ def _package_lines(install: Optional[str]) -> List[str]:
 
 
 def _mooncake_packages(dep: Deployment, brand_key: str) -> List[str]:
-    if dep.settings.get("mooncake_package"):
-        return [str(p) for p in as_list(dep.settings["mooncake_package"])] \
-            if isinstance(dep.settings["mooncake_package"], list) else [str(dep.settings["mooncake_package"])]
+    chosen = dep.settings.get("mooncake_package")
+    if chosen:
+        return [str(p) for p in (chosen if isinstance(chosen, list) else [chosen])]
     install = as_map(as_map((dep.store or {}).get("vllm")).get("install"))
     return _package_lines(install.get(brand_key))
 
 
 def _router_argv(argv: List[str]) -> List[str]:
+    """Renamed router flags (ROUTER_FLAG_RENAMES), each given once with all its values at the
+    position of its first use (vllm-router's list flags keep only their last occurrence)."""
+    values: Dict[str, List[str]] = {}
     out: List[str] = []
-    lists: Dict[str, List[str]] = {}
     i = 0
     while i < len(argv):
-        tok = argv[i]
-        new = ROUTER_FLAG_RENAMES.get(tok)
+        new = ROUTER_FLAG_RENAMES.get(argv[i])
         if new and i + 1 < len(argv):
-            if new not in lists:
-                lists[new] = []
+            if new not in values:
+                values[new] = []
                 out.append(new)
-                out.append(lists[new])  # type: ignore[arg-type]
-            lists[new].append(argv[i + 1])
+            values[new].append(argv[i + 1])
             i += 2
-            continue
-        out.append(tok)
-        i += 1
-    flat: List[str] = []
-    for tok in out:
-        flat.extend(tok if isinstance(tok, list) else [tok])
-    return flat
-
-
-def _flag_value(argv: Sequence[str], flag: str) -> Optional[str]:
-    for i, tok in enumerate(argv):
-        if tok == flag and i + 1 < len(argv):
-            return str(argv[i + 1])
-        if tok.startswith(flag + "="):
-            return tok.split("=", 1)[1]
-    return None
+        else:
+            out.append(argv[i])
+            i += 1
+    return [tok for flag in out for tok in [flag] + values.get(flag, [])]
 
 
 def _config_json(dep: Deployment, template: Any, where: str, resolved, store: bool = False) -> str:
@@ -694,7 +691,7 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             if version_tuple(version) and version_tuple(version) < version_tuple(need):
                 problems.append(f"{host.name}: vllm_fleet_vllm_version {version} is older than "
                                 f"{dep.req.kv_offload}'s min_vllm_version {need}")
-        port = _process_port(argv, proc.port or DEFAULT_PORT)
+        port = _int_flag(argv, "--port", proc.port or DEFAULT_PORT)
         mounts = []
         if "MOONCAKE_CONFIG_PATH" in proc.env:
             path = values["MOONCAKE_CONFIG_PATH"]
@@ -725,7 +722,7 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             argv = _router_argv(argv)
             version = settings.get("router_version")
             packages = ["vllm-router" + (f"=={version}" if version else "")]
-            port = int(_flag_value(argv, "--port") or values["ROUTER_PORT"])
+            port = _int_flag(argv, "--port", int(values["ROUTER_PORT"]))
             health = {"kind": "router"}
         else:
             # a services-only host has no GPU: it gets Mooncake's non-CUDA build
@@ -734,10 +731,8 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             health = {"kind": "alive"}
             if proc.kind == "mooncake_master":
                 # the RPC port is what clients use; readiness is the admin server's /health
-                rpc = _flag_value(argv, "-rpc_port")
-                port = int(rpc) if rpc and rpc.isdigit() else 50051
-                metrics = _flag_value(argv, "-metrics_port")
-                health = {"kind": "http", "port": int(metrics) if metrics and metrics.isdigit() else 9003}
+                port = _int_flag(argv, "-rpc_port", 50051)
+                health = {"kind": "http", "port": _int_flag(argv, "-metrics_port", 9003)}
             if proc.kind == "mooncake_store":
                 path = values["MOONCAKE_STORE_CONFIG_PATH"]
                 # the store service refuses a config without local_hostname (the recipe has none):
