@@ -5,9 +5,11 @@ from __future__ import annotations
 
 # Documentation: plugins/modules/vllm_fleet_plan.py (ansible-doc reads it there).
 
+import json
 import os
 import sys
 import threading
+from collections.abc import Mapping
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
@@ -19,27 +21,11 @@ _UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 if _UTILS not in sys.path:
     sys.path.insert(0, _UTILS)
 
-from vllm_fleet import loader  # noqa: E402
-from vllm_fleet.plan import HostInput, PlanError, default_deployment, plan, plan_hash  # noqa: E402
+from vllm_fleet import contract, loader  # noqa: E402
+from vllm_fleet.plan import (HostInput, PlanError, check_machines, default_deployment, plan,  # noqa: E402
+                             plan_hash, secret_digest)
 
-SETTINGS = {
-    "recipe": "vllm_fleet_recipe", "variant": "vllm_fleet_variant",
-    "strategy": "vllm_fleet_strategy", "hardware": "vllm_fleet_hardware",
-    "features": "vllm_fleet_features", "feature_modes": "vllm_fleet_feature_modes",
-    "nodes": "vllm_fleet_nodes", "pd_nodes": "vllm_fleet_pd_nodes",
-    "kv_offload": "vllm_fleet_kv_offload", "kv_instances": "vllm_fleet_kv_instances",
-    "runtime": "vllm_fleet_runtime", "vllm_version": "vllm_fleet_vllm_version",
-    "image": "vllm_fleet_image", "image_tag": "vllm_fleet_image_tag", "port": "vllm_fleet_port",
-    "served_model_name": "vllm_fleet_served_model_name", "extra_args": "vllm_fleet_extra_args",
-    "model_path": "vllm_fleet_model_path", "env": "vllm_fleet_env",
-    "placeholders": "vllm_fleet_placeholders", "deployment": "vllm_fleet_deployment",
-    "mooncake_config": "vllm_fleet_mooncake_config", "mooncake_package": "vllm_fleet_mooncake_package",
-    "mooncake_store_config": "vllm_fleet_mooncake_store_config",
-    "router_port": "vllm_fleet_router_port", "router_version": "vllm_fleet_router_version",
-    "rollout_batch": "vllm_fleet_rollout_batch",
-    "host_env": "vllm_fleet_host_env",   # per host; the others must agree inside a deployment
-}
-SECRETS = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
+ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 
 _CACHE = {}
 _LOCK = threading.Lock()
@@ -61,23 +47,23 @@ def _interface_for(facts, address):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts"))
+    _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts", "contract_only"))
 
-    def _host_input(self, name, hostvars):
+    def _host_input(self, name, hostvars, checked, digest_key):
         hv = hostvars[name]
-        settings = {key: hv.get(var) for key, var in SETTINGS.items()}
-        settings["secrets"] = sorted(env for var, env in SECRETS.items() if hv.get(var))
+        settings = contract.settings_of(checked)
+        secrets = {env: checked[var] for var, env in contract.SECRETS.items() if checked.get(var)}
+        settings["secrets"] = sorted(secrets)
+        settings["secret_digest"] = secret_digest(digest_key, secrets) if secrets else None
         facts = hv.get("ansible_facts") or {}
-        address = hv.get("vllm_fleet_address") or hv.get("ansible_host") or \
+        address = checked.get("vllm_fleet_address") or hv.get("ansible_host") or \
             (facts.get("default_ipv4") or {}).get("address")
-        iface = hv.get("vllm_fleet_iface") or _interface_for(facts, address)
-        rank = hv.get("vllm_fleet_node_rank")
-        roles = hv.get("vllm_fleet_role") or []
-        roles = [roles] if isinstance(roles, str) else [to_text(r) for r in roles]
+        iface = checked.get("vllm_fleet_iface") or _interface_for(facts, address)
         return HostInput(name=name, settings=settings, address=to_text(address) if address else None,
                          iface=iface, gpu=dict(facts.get("vllm_fleet_gpu") or {}),
-                         instance=hv.get("vllm_fleet_instance"),
-                         node_rank=int(rank) if rank not in (None, "") else None, roles=roles)
+                         instance=checked.get("vllm_fleet_instance"),
+                         node_rank=checked.get("vllm_fleet_node_rank"),
+                         roles=list(checked.get("vllm_fleet_role") or []))
 
     @staticmethod
     def _deployment_of(h):
@@ -97,13 +83,42 @@ class ActionModule(ActionBase):
                 _CACHE[key] = cached
         return cached
 
+    def _read(self, names, hostvars):
+        """Every host's vllm_fleet_* variables, checked against the contract (and the roles'
+        argument_specs for role tunables); returns ({host: checked values}, problems)."""
+        specs, declared = _role_specs()
+        checked, problems = {}, []
+        for name in names:
+            raw, evaluated = {}, hostvars[name]
+            for key in [k for k in evaluated.keys() if str(k).startswith(contract.PREFIX)]:
+                try:
+                    raw[key] = _plain(evaluated[key])
+                except Exception as exc:  # an undefined or broken template in the inventory
+                    problems.append(f"{name}: {key}: cannot be evaluated: {to_text(exc).splitlines()[0]}")
+            values, found = contract.check(name, raw, declared)
+            problems += found
+            tunables = {k: v for k, v in raw.items() if k in specs and k not in contract.BY_NAME}
+            if tunables:
+                problems += _check_tunables(name, tunables, specs)
+            checked[name] = values
+        problems += _group_conflicts(hostvars, names)
+        return checked, problems
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
         hostvars = task_vars["hostvars"]
         me = task_vars["inventory_hostname"]
-        inputs = [self._host_input(h, hostvars) for h in args["hosts"]]
-        inputs = [h for h in inputs if h.settings.get("recipe")] or inputs
+        checked, problems = self._read(args["hosts"], hostvars)
+        if problems:
+            raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed):\n"
+                                    + "\n".join(problems))
+        if args.get("contract_only"):
+            result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract")
+            return result
+        digest_key = _digest_key(checked)
+        inputs = [self._host_input(h, hostvars, checked[h], digest_key) for h in args["hosts"]
+                  if checked[h].get("vllm_fleet_recipe")]
         if args.get("all_hosts"):
             # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
             # instead of O(hosts) per host
@@ -117,6 +132,7 @@ class ActionModule(ActionBase):
                     errors.append(f"vllm-fleet plan failed for deployment {name!r}:\n{planned}")
                 else:
                     plans.update(planned)
+            errors += check_machines(plans, {h.name: h.address or h.name for h in inputs})
             if errors:
                 raise AnsibleActionFail("\n".join(errors))
             result.update(changed=False, plans=plans,
@@ -124,7 +140,7 @@ class ActionModule(ActionBase):
             return result
         mine = next((h for h in inputs if h.name == me), None)
         if mine is None:
-            raise AnsibleActionFail(f"{me}: vllm_fleet_recipe is not set for this host")
+            raise AnsibleActionFail(f"{me}: vllm_fleet_recipe: not set for this host")
         group = [h for h in inputs if self._deployment_of(h) == self._deployment_of(mine)]
         cached = self._plan_group(args["recipe_sources"], group)
         if isinstance(cached, Exception):
@@ -139,3 +155,123 @@ class ActionModule(ActionBase):
                                               f"({host_plan['recipe']}, {host_plan['hardware']}, "
                                               f"{host_plan['strategy']}, rank {host_plan['node_rank']})"}
         return result
+
+
+def _plain(value):
+    """Ansible's (lazy, tagged) containers and strings as plain Python values."""
+    if isinstance(value, Mapping):
+        return {to_text(k) if isinstance(k, str) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return to_text(value)
+    return value
+
+
+_SPECS = None
+
+
+def _role_specs():
+    """Role tunables: {variable: argument spec} from every role's meta/argument_specs.yml, and
+    every name the roles declare (argument_specs options and defaults)."""
+    global _SPECS
+    if _SPECS is None:
+        import yaml
+
+        specs, declared = {}, set(contract.INTERNAL)
+        for role in sorted(os.listdir(ROLES_DIR)):
+            for rel in ("meta/argument_specs.yml", "defaults/main.yml"):
+                path = os.path.join(ROLES_DIR, role, rel)
+                if not os.path.exists(path):
+                    continue
+                with open(path, encoding="utf-8") as handle:
+                    data = yaml.safe_load(handle) or {}
+                if rel == "defaults/main.yml":
+                    declared.update(k for k in data if str(k).startswith(contract.PREFIX))
+                    continue
+                for entry in (data.get("argument_specs") or {}).values():
+                    for option, spec in ((entry or {}).get("options") or {}).items():
+                        declared.add(option)
+                        if option not in contract.BY_NAME and option not in contract.INTERNAL:
+                            specs.setdefault(option, {k: v for k, v in spec.items()
+                                                      if k in ("type", "elements", "choices", "options")})
+        _SPECS = (specs, frozenset(declared))
+    return _SPECS
+
+
+def _check_tunables(host, values, specs):
+    """Role tunables set in the inventory, validated as the role itself would (Ansible's validator)."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    problems = []
+    for name, value in sorted(values.items()):
+        if value is None:
+            continue
+        outcome = ArgumentSpecValidator({name: specs[name]}).validate({name: value})
+        for error in outcome.error_messages:
+            problems.append(f"{host}: {name}: {error}")
+    return problems
+
+
+def _group_conflicts(hostvars, names):
+    """A host in two groups that each choose a recipe/deployment gets one of them silently
+    (Ansible merges group variables): refuse it, naming the groups."""
+    try:
+        from ansible.vars.plugins import get_vars_from_inventory_sources
+
+        inventory = hostvars._inventory
+        loader = hostvars._loader
+    except (AttributeError, ImportError):  # pragma: no cover - other Ansible internals
+        return []
+    keys = ("vllm_fleet_recipe", "vllm_fleet_deployment")
+    chooses = {}
+    problems = []
+    for name in names:
+        host = inventory.get_host(name)
+        if host is None:
+            continue
+        groups = []
+        for group in host.get_groups():
+            if group.name == "all":
+                continue
+            if group.name not in chooses:
+                data = dict(get_vars_from_inventory_sources(loader, inventory._sources, [group], "inventory"))
+                data.update(group.get_vars())
+                chooses[group.name] = {k: data[k] for k in keys if k in data}
+            if chooses[group.name]:
+                groups.append(group.name)
+        distinct = {json.dumps(chooses[g], sort_keys=True, default=str) for g in groups}
+        if len(distinct) > 1:
+            problems.append(f"{name}: vllm_fleet_recipe/vllm_fleet_deployment: the host is in {len(groups)} "
+                            f"deployment groups ({', '.join(sorted(groups))}) that choose different recipes or "
+                            f"deployments; Ansible would silently keep one. A host belongs to one deployment: "
+                            f"move it, or use vllm_fleet_gpus (issue: several deployments per host) once available")
+    return problems
+
+
+def _digest_key(checked):
+    """Key of the secrets' keyed digest: vllm_fleet_secret_digest_key when the inventory sets it
+    (several controllers), else a random key kept on this controller (created 0600 once)."""
+    given = next((v.get("vllm_fleet_secret_digest_key") for v in checked.values()
+                  if v.get("vllm_fleet_secret_digest_key")), None)
+    if given:
+        return given.encode()
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    path = os.path.join(base, "vllm-fleet", "secret-digest.key")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another worker made it first
+            pass
+        else:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(os.urandom(32).hex().encode())
+    with open(path, "rb") as handle:
+        return handle.read().strip()

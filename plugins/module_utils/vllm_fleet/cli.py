@@ -69,6 +69,8 @@ def build_request(args: argparse.Namespace, cat: loader.Catalog) -> Request:
         close = [r for r in cat.recipes if args.model.lower().split("/")[-1] in r.lower()]
         hint = f"; similar: {', '.join(close[:8])}" if close else f"; {len(cat.recipes)} recipes loaded (see 'vllm-fleet list')"
         raise CliError(f"unknown recipe {args.model!r}{hint}")
+    if args.nodes is not None and args.nodes < 1:
+        raise CliError(f"--nodes {args.nodes}: the node count must be at least 1")
     features = None
     if args.features is not None:
         features = [f.strip() for f in args.features.split(",") if f.strip()]

@@ -23,13 +23,15 @@ cluster) is a failure unit: it starts, fails and rolls out as one.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from dataclasses import dataclass, field, replace
 import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import select
+from . import schema, select
+from .contract import NAME_RE
 from .docker import env_text
 from .loader import Catalog
 from .render import PD_ROLES, Process, RenderError, Request, as_list, as_map, resolve
@@ -50,7 +52,7 @@ SETTING_KEYS = (
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
-    "router_port", "router_version", "rollout_batch",
+    "router_port", "router_version", "rollout_batch", "secret_digest",
 )
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
 CONFIG_ROOT = "/etc/vllm-fleet"
@@ -128,6 +130,63 @@ def default_deployment(hf_id: str, hardware: Optional[str]) -> str:
 
 def plan_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def secret_digest(key: bytes, secrets: Mapping[str, str]) -> str:
+    """Keyed digest (HMAC-SHA256) of the secret values: a rotated secret changes the plan hash,
+    and the hash (stored on hosts, in container labels) reveals nothing about the values."""
+    body = json.dumps(dict(sorted(secrets.items())), sort_keys=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()[:16]
+
+
+def validation_problems(cat: Catalog, hf_id: str, strategy: Optional[str], kv_offload: Optional[str]) -> List[str]:
+    """Errors (file: key path: message) of what a deployment uses: its recipe, strategy,
+    kv_store deployment and the stacked taxonomy."""
+    found: List[Any] = list(schema.validate_recipe(cat.recipes[hf_id], cat.sources.get(hf_id, hf_id),
+                                                   cat.taxonomy, cat.strategies, loaded=True))
+    for name, check in ((strategy, schema.validate_strategy), (kv_offload, schema.validate_kv_store)):
+        if name and name in cat.strategies:
+            found += check(cat.strategies[name], cat.strategy_sources.get(name, name))
+    found += schema.validate_taxonomy(cat.taxonomy, "taxonomy (stacked)", cat.strategies)
+    return [str(p) for p in found if p.severity == schema.ERROR]
+
+
+def gpus_per_node(argv: Sequence[str], nodes: int) -> int:
+    """GPUs one node of a rendered vLLM command uses: TP x PP x DP over the instance's nodes
+    (``--data-parallel-size-local`` counts when given)."""
+    tp = _int_flag(argv, "--tensor-parallel-size", _int_flag(argv, "-tp", 1))
+    pp = _int_flag(argv, "--pipeline-parallel-size", _int_flag(argv, "-pp", 1))
+    local = _int_flag(argv, "--data-parallel-size-local", 0)
+    if local:
+        return tp * local * max(1, pp // max(nodes, 1))
+    dp = _int_flag(argv, "--data-parallel-size", _int_flag(argv, "-dp", 1))
+    total = tp * pp * dp
+    return -(-total // max(nodes, 1))
+
+
+def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
+    """Two processes on one machine (same ``ansible_host``) listening on one port: refused,
+    naming both hosts, deployments and processes."""
+    seen: Dict[Tuple[str, int], Tuple[str, str, str]] = {}
+    problems: List[str] = []
+    for host, host_plan in sorted(plans.items()):
+        machine = machines.get(host, host)
+        for proc in host_plan.get("processes") or []:
+            ports = []
+            if proc.get("port") and (proc.get("serves_http") or proc.get("kind") == "mooncake_master"):
+                ports.append(int(proc["port"]))
+            if proc.get("kind") == "mooncake_master":
+                ports.append(int((proc.get("health") or {}).get("port") or 0))
+            for port in [p for p in ports if p]:
+                other = seen.get((machine, port))
+                if other is not None and other[2] != proc["name"]:
+                    problems.append(
+                        f"{host}: vllm_fleet_port: port {port} on machine {machine} is used twice: "
+                        f"{other[2]} (deployment {other[1]!r}, host {other[0]}) and {proc['name']} "
+                        f"(deployment {host_plan['deployment']!r}, host {host}); give one deployment another "
+                        f"vllm_fleet_port / vllm_fleet_router_port or another machine")
+                seen.setdefault((machine, port), (host, host_plan["deployment"], proc["name"]))
+    return problems
 
 
 def _differs(hosts: Sequence[HostInput], key: str) -> Optional[str]:
@@ -370,6 +429,9 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         raise PlanError([f"{hosts[0].name}: {exc}"]) from exc
     deploy_type = select.deploy_type(cat.strategies, req.strategy)
     store = cat.strategies.get(req.kv_offload) if req.kv_offload in cat.kv_stores() else None
+    invalid = validation_problems(cat, hf_id, req.strategy, req.kv_offload if store else None)
+    if invalid:
+        raise PlanError([f"{hosts[0].name}: vllm_fleet_recipe: {hf_id} does not validate: {p}" for p in invalid])
     allowed = ({"prefill", "decode", "router", "master", "store"} if deploy_type == "pd_cluster"
                else {"instance", "master", "store", "router"} if store else set())
     for host in hosts:
@@ -383,6 +445,20 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
 
     variant = as_map(as_map(recipe.get("variants")).get(req.variant))
     name = settings.get("deployment") or default_deployment(hf_id, hardware)
+    if not NAME_RE.match(name) or ".." in name:
+        problems.append(f"{hosts[0].name}: vllm_fleet_deployment: {name!r} (derived from the recipe) is not a safe "
+                        f"name; set vllm_fleet_deployment to [a-z0-9][a-z0-9_.-]{{0,62}}")
+    port = settings.get("port")
+    if port is not None and (deploy_type == "pd_cluster" or store is not None):
+        problems.append(f"{hosts[0].name}: vllm_fleet_port: does not apply to "
+                        f"{'P/D' if deploy_type == 'pd_cluster' else req.kv_offload} deployments (their engines "
+                        f"listen on the recipe's ports); the router's port is vllm_fleet_router_port")
+    given = flag_values(as_list(settings.get("extra_args")), "--port")
+    if port is not None and given and given[-1] != str(port):
+        problems.append(f"{hosts[0].name}: vllm_fleet_extra_args: --port {given[-1]} contradicts "
+                        f"vllm_fleet_port {port}; set the port in one place")
+    if problems:
+        raise PlanError(problems)
     dep = Deployment(settings=settings, recipe=recipe, variant=variant, req=req,
                      deploy_type=deploy_type, profile=cat.profiles[hardware], name=name,
                      runtime=runtime, store=store, values={}, problems=problems)
@@ -680,6 +756,14 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
         for key, value in as_map(host.settings.get("host_env")).items():
             env[str(key)] = str(value)
         argv = _customize(argv, settings, proc.role)
+        have = int(host.gpu.get("count") or 0)
+        if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
+            need = gpus_per_node(argv, len(slot.unit_hosts))
+            if need > have:
+                problems.append(f"{host.name}: vllm_fleet_extra_args: the command needs {need} GPUs per node "
+                                f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but the "
+                                f"host has {have}; lower the parallel sizes or choose another "
+                                f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
         docker = proc.docker or {}
         image = settings.get("image") or docker.get("image")
         if settings.get("image_tag") and image:
@@ -744,7 +828,10 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
                                                        resolved, store=True)}
         base.update({"runtime": "service", "version": None, "argv": argv, "env": env, "port": port,
                      "serves_http": proc.kind == "router", "packages": packages, "health": health})
-    base["hash"] = plan_hash({k: base[k] for k in ("argv", "env", "image", "port", "packages")})
+    hashed = {k: base[k] for k in ("argv", "env", "image", "port", "packages")}
+    if base["secret_env"]:
+        hashed["secrets"] = settings.get("secret_digest")
+    base["hash"] = plan_hash(hashed)
     return base
 
 

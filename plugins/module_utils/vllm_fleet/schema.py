@@ -225,6 +225,7 @@ class _Ctx:
     file: str
     vocab: _Vocab
     problems: List[Problem] = field(default_factory=list)
+    loaded: bool = False    # data from loader.Catalog (dates already YYYY-MM-DD strings)
 
     def error(self, path: str, message: str) -> None:
         self.problems.append(Problem(self.file, path or DOCUMENT, message, ERROR))
@@ -311,6 +312,9 @@ class Type(Spec):
         return any(_KIND_TESTS[k](value) for k in self.kinds)
 
     def check(self, ctx: _Ctx, path: str, value: Any) -> None:
+        if ctx.loaded and self.kinds == ("date",) and isinstance(value, str) and \
+                re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            return  # the loader turned the file's date into this string
         if not self.matches(value):
             ctx.error(path, f"expected {self.expects}, got {_kind(value)}")
         elif self.minimum is not None and isinstance(value, (int, float)) and value < self.minimum:
@@ -549,12 +553,17 @@ def env_name(ctx: _Ctx, path: str, name: str) -> None:
     """Environment variable names must be shell-safe identifiers."""
     if not _ENV_NAME.match(name):
         ctx.error(path, f"invalid environment variable name '{name}' (expected [A-Za-z_][A-Za-z0-9_]*)")
+    elif name.upper() in UNSAFE_ENV:
+        ctx.error(path, f"environment variable {name} changes what every process loads; a recipe may not set it")
 
 
 # --------------------------------------------------------------------------- #
 # Recipe schema (SCHEMA.md section 2)
 # --------------------------------------------------------------------------- #
 
+# loader-level variables no recipe may set (the inventory contract refuses them too)
+UNSAFE_ENV = frozenset({"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP",
+                         "PYTHONHOME", "BASH_ENV", "ENV", "PATH"})
 ARGS = ListOf(STR)
 ENV = MapOf(ENV_VALUE, keys=env_name)
 PRECISIONS = ("bf16", "fp8", "nvfp4", "int4", "mxfp4", "int8", "int2/4/8", "mxfp8", "fp4")
@@ -1098,6 +1107,7 @@ def validate_recipe(
     file: str,
     taxonomy: Optional[Mapping[str, Any]] = None,
     strategies: StrategiesArg = None,
+    loaded: bool = False,
 ) -> List[Problem]:
     """Validate one loaded recipe.
 
@@ -1106,7 +1116,7 @@ def validate_recipe(
     kv_store_lb``, may be included) or is an iterable of strategy names.  Checks
     that need a missing piece are skipped.
     """
-    return _recipe_problems(data, _Ctx(str(file), _build_vocab(taxonomy, strategies)))
+    return _recipe_problems(data, _Ctx(str(file), _build_vocab(taxonomy, strategies), loaded=loaded))
 
 
 def validate_strategy(data: Any, file: str) -> List[Problem]:

@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+"""Guards for paths the bundle removes: defence in depth behind the inventory contract."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+from ansible.errors import AnsibleFilterError
+
+DOCUMENTATION = r"""
+---
+name: owned_path
+short_description: Refuse a path outside the bundle's own roots before anything removes it
+description:
+  - Returns the path unchanged when it is absolute, free of control characters and of C(.) /
+    C(..) components, and lies strictly below one of O(roots) (never a root itself); fails the
+    task naming the path otherwise. Teardown passes every path it removes through it, so a bad
+    value that slipped past the inventory contract cannot delete C(/etc) or C(/opt).
+options:
+  _input:
+    description: The path about to be removed.
+    type: str
+    required: true
+  roots:
+    description: The bundle's own directories (for example C(/opt/vllm-fleet), C(/etc/vllm-fleet)).
+    type: list
+    elements: str
+    required: true
+  prefix:
+    description: When given, the last component of the path must also start with it (unit files).
+    type: str
+    required: false
+"""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def owned_path(path, roots, prefix=None):
+    text = str(path)
+    if prefix and not posixpath.basename(text).startswith(prefix):
+        raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: its name does not start with {prefix!r}")
+    parts = text.split("/")
+    if not text.startswith("/") or _CONTROL.search(text) or any(p in (".", "..") for p in parts[1:]) \
+            or "//" in text:
+        raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: not a clean absolute path")
+    normal = posixpath.normpath(text)
+    for root in roots:
+        base = posixpath.normpath(str(root))
+        if base in ("/", "") or not base.startswith("/"):
+            continue
+        if normal.startswith(base + "/") and normal != base:
+            return text
+    raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: it is not below one of the bundle's "
+                             f"roots ({', '.join(map(str, roots))})")
+
+
+class FilterModule:
+    def filters(self):
+        return {"vllm_fleet_owned_path": owned_path}

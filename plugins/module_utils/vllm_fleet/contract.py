@@ -1,0 +1,462 @@
+"""The inventory contract: every ``vllm_fleet_*`` variable an operator may set, declared once.
+
+Each :class:`Var` says what the variable is (type, range or pattern, default, meaning), where
+it applies (``deployment``: the same on every host of a deployment; ``host``: may differ per
+host; ``secret``: a value that must never reach argv, logs or unit files; ``run``: a run
+option, usually ``-e``) and which roles consume it.  :func:`check` applies the contract to
+one host's variables on the controller, before any host is touched: unknown names (with a
+did-you-mean), wrong types (never coerced, apart from a string of digits for a whole number
+and the words Ansible reads as booleans, which is what ``-e key=value`` produces), values
+out of range, unsafe names and secrets put where they would leak.  Every message names the
+host and the variable.
+
+Role tunables (``vllm_fleet_docker_*``, ``vllm_fleet_uv_*``, ...) are declared by the role
+that consumes them, in its ``meta/argument_specs.yml``; the plan action validates them with
+Ansible's own argument-spec validator, so they too are checked before any host changes.
+
+The README's variable table is rendered from this module (``python3 -m vllm_fleet.contract
+--markdown``; a unit test keeps the README equal to it), and the roles' argument_specs are
+tested against it where a role consumes a variable.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .schema import UNSAFE_ENV
+
+PREFIX = "vllm_fleet_"
+# Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
+RESERVED_PREFIXES = ("vllm_fleet_testbed_", "vllm_fleet_molecule_")
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+RECIPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+CHOICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
+EXACT_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[A-Za-z0-9.]+)?$")
+IFACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+ADDRESS_RE = re.compile(r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|"
+                        r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*)$")
+# docker reference: [registry[:port]/]path[:tag][@sha256:hex]
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_RE = re.compile(
+    r"^(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"(?::[0-9]+)?/)?" + _COMPONENT + r"(?:/" + _COMPONENT + r")*)"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
+TAG_RE = re.compile(r"^:?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+REQUIREMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\],-]*(?:\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*"
+                            r"(?:\s*,\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*$")
+PERCENT_RE = re.compile(r"^(100|[1-9]?[0-9])%$")
+
+# Flags whose value is a secret: they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
+SECRET_FLAG_RE = re.compile(r"^--(?:api-key|hf-token|token|[a-z0-9-]*-(?:token|api-key|password|secret))(?:=|$)")
+# Environment names that carry secrets (the bundle passes HF_TOKEN / VLLM_API_KEY itself).
+SECRET_ENV_RE = re.compile(r"^(?:HF_TOKEN|VLLM_API_KEY|HUGGING_FACE_HUB_TOKEN|[A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD))$",
+                           re.I)
+# Environment names that change what every process loads: refused outright.
+
+SECRET_POINTER = {"HF_TOKEN": "vllm_fleet_hf_token", "HUGGING_FACE_HUB_TOKEN": "vllm_fleet_hf_token",
+                  "VLLM_API_KEY": "vllm_fleet_api_key", "--api-key": "vllm_fleet_api_key",
+                  "--hf-token": "vllm_fleet_hf_token"}
+
+BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True,
+              "false": False, "no": False, "off": False, "0": False}
+
+
+class ContractError(ValueError):
+    """Every problem found, one line each (host + variable)."""
+
+    def __init__(self, problems: Sequence[str]):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str                       # without the vllm_fleet_ prefix
+    kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list
+    meaning: str
+    scope: str = "deployment"       # deployment | host | secret | run
+    default: Any = None             # shown in the README; None = unset
+    required: bool = False
+    choices: Tuple[str, ...] = ()
+    pattern: Optional["re.Pattern[str]"] = None
+    pattern_hint: str = ""
+    minimum: Optional[int] = None
+    maximum: Optional[int] = None
+    roles: Tuple[str, ...] = ()     # roles whose argument_specs declare it
+    setting: Optional[str] = None   # key in the plan's settings (default: name)
+
+    @property
+    def full(self) -> str:
+        return PREFIX + self.name
+
+
+_DEPLOYMENT = "deployment"
+VARIABLES: Tuple[Var, ...] = (
+    # --- the recipe and its choices
+    Var("recipe", "str", "Recipe id (`org/repo`), e.g. `baidu/ERNIE-4.5-VL-28B-A3B-PT`; a host without it deploys nothing.",
+        pattern=RECIPE_RE, pattern_hint="org/repo"),
+    Var("variant", "str", "Recipe variant.", default="default", pattern=CHOICE_RE, pattern_hint="a variant name"),
+    Var("strategy", "str", "Deployment strategy (upstream default when unset).", pattern=CHOICE_RE,
+        pattern_hint="a strategy name"),
+    Var("features", "list", "Feature sets to enable (every non-opt-in feature when unset).", pattern=CHOICE_RE,
+        pattern_hint="feature names"),
+    Var("feature_modes", "dict", "Mode per feature, e.g. `{spec_decoding: mtp}`.", pattern=CHOICE_RE,
+        pattern_hint="feature: mode"),
+    Var("nodes", "int", "Nodes per instance for multi-node strategies.", minimum=1, maximum=4096),
+    Var("pd_nodes", "dict", "P/D pool modes, e.g. `{prefill: {parallelism: dep}, decode: {parallelism: tp}}`."),
+    Var("kv_offload", "str", "KV store deployment (`kv_store_centralized_mooncake`, ...).", pattern=CHOICE_RE,
+        pattern_hint="a kv_store name"),
+    Var("kv_instances", "int", "Instances behind the KV store's router.", minimum=1, maximum=4096),
+    Var("hardware", "str", "Taxonomy hardware id (detected from `nvidia-smi` / `amd-smi` / `/proc/cpuinfo`).",
+        scope="host", pattern=CHOICE_RE, pattern_hint="a hardware id"),
+    # --- how it runs
+    Var("runtime", "str", "`docker` (containers) or `uv` (venv + systemd unit).", default="docker",
+        choices=("docker", "uv")),
+    Var("vllm_version", "str", "vLLM version to install (uv, required there: an exact version such as `0.32.0`) "
+        "or the one the image runs.", pattern=EXACT_VERSION_RE, pattern_hint="an exact version such as 0.32.0"),
+    Var("image", "str", "Container image (`name[:tag][@sha256:...]`; the recipe's image when unset).",
+        pattern=IMAGE_RE, pattern_hint="a docker reference name[:tag][@sha256:<64 hex>]"),
+    Var("image_tag", "str", "Tag replacing the image's tag (pins the docker runtime's vLLM).", pattern=TAG_RE,
+        pattern_hint="a docker tag such as v0.32.0"),
+    Var("deployment", "str", "Deployment name: containers, units, directories and files derive from it "
+        "(default: recipe repo + hardware).", pattern=NAME_RE, pattern_hint="[a-z0-9][a-z0-9_.-]{0,62}, no '..'"),
+    Var("port", "port", "HTTP port of a single-node server or multi-node head.", default=8000),
+    Var("served_model_name", "str", "Name the server answers to (`--served-model-name`).",
+        pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$"), pattern_hint="no whitespace or control characters"),
+    Var("extra_args", "list", "vLLM arguments appended last (they win the last-wins dedupe); no secrets."),
+    Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only).",
+        pattern=re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|$))[^\x00-\x1f\x7f]*$"), pattern_hint="an absolute path without . or .."),
+    Var("env", "dict", "Extra environment for vLLM processes; no secrets (use the secret variables)."),
+    Var("host_env", "dict", "Per-host environment (CPU/NUMA binding, local cache dirs).", scope="host"),
+    Var("placeholders", "dict", "Values for recipe placeholders (`$MOONCAKE_DEVICE_NAME`, ...).",
+        pattern=PLACEHOLDER_NAME_RE, pattern_hint="UPPER_CASE placeholder names"),
+    # --- multi-node, P/D, Mooncake
+    Var("address", "str", "Rendezvous address of this host (default: `ansible_host`).", scope="host",
+        pattern=ADDRESS_RE, pattern_hint="an IPv4/IPv6 address or host name"),
+    Var("iface", "str", "NIC for NCCL/GLOO (default: the interface carrying the address).", scope="host",
+        pattern=IFACE_RE, pattern_hint="an interface name"),
+    Var("instance", "str", "Explicit instance name: hosts with the same value form one instance.", scope="host",
+        pattern=NAME_RE, pattern_hint="[a-z0-9][a-z0-9_.-]{0,62}"),
+    Var("node_rank", "int", "Explicit node rank inside the instance (0 = head).", scope="host", minimum=0,
+        maximum=4095),
+    Var("role", "str_or_list", "P/D: `prefill`, `decode`, `router`; Mooncake: `master`, `store`, `router`, "
+        "`instance`; a list puts several on one host.", scope="host",
+        choices=("prefill", "decode", "router", "instance", "master", "store")),
+    Var("mooncake_config", "dict", "Keys merged into every Mooncake JSON config."),
+    Var("mooncake_store_config", "dict", "Keys merged into the Mooncake store's config."),
+    Var("mooncake_package", "str_or_list", "Mooncake package requirement(s) (default: the recipe's).",
+        pattern=REQUIREMENT_RE, pattern_hint="pip requirement strings such as mooncake-transfer-engine==0.3.6"),
+    Var("router_port", "port", "Port of the deployment's vllm-router.", default=8000),
+    Var("router_version", "str", "vllm-router version from PyPI.", pattern=EXACT_VERSION_RE,
+        pattern_hint="an exact version such as 0.1.17"),
+    # --- rollout
+    Var("rollout_batch", "int", "Instances per rollout batch (default: all in one batch).", minimum=1,
+        maximum=100000),
+    Var("max_fail_percentage", "int", "Share of a batch's hosts that may fail before the rollout stops.",
+        default=0, minimum=0, maximum=100),
+    # --- secrets (vault them)
+    Var("hf_token", "str", "Hugging Face token (vault it): `HF_TOKEN` in the process environment, never argv.",
+        scope="secret", pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
+        roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
+    Var("api_key", "str", "API key the servers require (vault it): `VLLM_API_KEY`, never argv.", scope="secret",
+        pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
+        roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
+    Var("secret_digest_key", "str", "Key of the keyed digest of the secret values that makes a rotated secret "
+        "redeploy (default: a random key kept on the controller; set it, vaulted, when several controllers deploy).",
+        scope="secret", pattern=re.compile(r"^\S{16,4096}$"), pattern_hint="at least 16 characters without whitespace"),
+    # --- run options
+    Var("recipe_sources", "list", "Recipe trees or API-JSON files, stacked left to right (default: `recipes/`).",
+        scope="run"),
+    Var("target", "str", "Host pattern the playbooks run on (default `all`; `-l` narrows it).", scope="run",
+        default="all"),
+    Var("force", "bool", "Go through every step even where a host already runs its plan.", scope="run",
+        default=False),
+    Var("state_dir", "str", "Where each host records what it runs.", scope="run",
+        default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+$"),
+        pattern_hint="an absolute path"),
+    Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",
+        default=False),
+)
+BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
+# the plan's settings keys (HostInput.settings) and the variable each comes from
+SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
+                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env")}
+SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
+# Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
+INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor",
+                      "vllm_fleet_current"})
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _as_int(value: Any) -> Optional[int]:
+    """A whole number, or a string of decimal digits (what -e key=value gives); else None."""
+    if _is_int(value):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,12}", value.strip()):
+        return int(value.strip())
+    return None
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, float)) or _is_int(value)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 60 else value[:57] + "..."
+        return f"the string {shown!r}"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if value is None:
+        return "null"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _clean_text(text: str) -> Optional[str]:
+    if "\x00" in text:
+        return "contains a NUL byte"
+    if re.search(r"[\n\r]", text):
+        return "contains a line break"
+    return None
+
+
+class _Checker:
+    def __init__(self, host: str):
+        self.host = host
+        self.problems: List[str] = []
+        self.flagged: set = set()
+
+    def bad(self, var: str, message: str) -> None:
+        self.problems.append(f"{self.host}: {var}: {message}")
+        self.flagged.add(re.split(r"[.\[]", var)[0])
+
+    def text(self, spec: Var, value: Any, where: str) -> Optional[str]:
+        secret = spec.scope == "secret"   # a secret's value is never shown
+        if not isinstance(value, str):
+            self.bad(where, f"must be a string, got {'a ' + type(value).__name__ if secret else _describe(value)}")
+            return None
+        if spec.choices and value not in spec.choices:
+            self.bad(where, f"{value!r} is not one of {', '.join(spec.choices)}")
+            return None
+        if spec.pattern is not None and not spec.pattern.match(value):
+            self.bad(where, f"{'the value (not shown)' if secret else repr(value)} is not {spec.pattern_hint or 'valid'}")
+            return None
+        if spec.name in ("deployment", "instance") and ".." in value:
+            self.bad(where, f"{value!r} must not contain '..'")
+            return None
+        return value
+
+    def whole(self, spec: Var, value: Any, where: str, low: Optional[int], high: Optional[int]) -> Optional[int]:
+        number = _as_int(value)
+        if number is None:
+            self.bad(where, f"must be a whole number, got {_describe(value)}")
+            return None
+        if (low is not None and number < low) or (high is not None and number > high):
+            span = f"{low}..{high}" if high is not None else f">= {low}"
+            self.bad(where, f"{number} is out of range ({span})")
+            return None
+        return number
+
+    def value(self, spec: Var, value: Any) -> Any:
+        where = spec.full
+        kind = spec.kind
+        if kind == "str":
+            return self.text(spec, value, where)
+        if kind == "int":
+            return self.whole(spec, value, where, spec.minimum, spec.maximum)
+        if kind == "port":
+            return self.whole(spec, value, where, 1, 65535)
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in BOOL_WORDS:
+                return BOOL_WORDS[value.strip().lower()]
+            self.bad(where, f"must be true or false, got {_describe(value)}")
+            return None
+        if kind == "str_or_list":
+            items = [value] if isinstance(value, str) else value
+            if not isinstance(items, list) or not items:
+                self.bad(where, f"must be a string or a non-empty list of strings, got {_describe(value)}")
+                return None
+            out = [self.text(spec, item, f"{where}[{i}]") for i, item in enumerate(items)]
+            return None if None in out else out
+        if kind == "list":
+            return self.listing(spec, value, where)
+        if kind == "dict":
+            return self.mapping(spec, value, where)
+        raise AssertionError(kind)
+
+    def listing(self, spec: Var, value: Any, where: str) -> Optional[List[Any]]:
+        if not isinstance(value, list):
+            self.bad(where, f"must be a list, got {_describe(value)}")
+            return None
+        ok = True
+        for i, item in enumerate(value):
+            if not _scalar(item):
+                self.bad(f"{where}[{i}]", f"must be a string or number, got {_describe(item)}")
+                ok = False
+            elif isinstance(item, str) and _clean_text(item):
+                self.bad(f"{where}[{i}]", f"{item!r} {_clean_text(item)}")
+                ok = False
+            elif spec.pattern is not None and not spec.pattern.match(str(item)):
+                self.bad(f"{where}[{i}]", f"{item!r} is not {spec.pattern_hint or 'valid'}")
+                ok = False
+        return list(value) if ok else None
+
+    def mapping(self, spec: Var, value: Any, where: str) -> Optional[Dict[str, Any]]:
+        if not isinstance(value, dict):
+            self.bad(where, f"must be a mapping, got {_describe(value)}")
+            return None
+        ok = True
+        for key, item in value.items():
+            if not isinstance(key, str):
+                self.bad(where, f"key {key!r} must be a string")
+                ok = False
+                continue
+            if spec.pattern is not None and not spec.pattern.match(key):
+                self.bad(f"{where}.{key}", f"{key!r} is not {spec.pattern_hint or 'a valid key'}")
+                ok = False
+            if spec.name in ("env", "host_env", "placeholders", "feature_modes"):
+                if not _scalar(item):
+                    self.bad(f"{where}.{key}", f"must be a string or number, got {_describe(item)}")
+                    ok = False
+                elif isinstance(item, str) and _clean_text(item):
+                    self.bad(f"{where}.{key}", f"value {_clean_text(item)}")
+                    ok = False
+                elif spec.name == "feature_modes" and not CHOICE_RE.match(str(item)):
+                    self.bad(f"{where}.{key}", f"{item!r} is not a mode name")
+                    ok = False
+        return dict(value) if ok else None
+
+
+def _env_rules(c: _Checker, where: str, env: Mapping[str, Any]) -> None:
+    for key in env:
+        if not ENV_NAME_RE.match(key):
+            c.bad(f"{where}.{key}", f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        elif key.upper() in UNSAFE_ENV:
+            c.bad(f"{where}.{key}", f"{key} changes what every process loads and is refused")
+        elif SECRET_ENV_RE.match(key):
+            pointer = SECRET_POINTER.get(key.upper())
+            c.bad(f"{where}.{key}", "looks like a secret and would be written in clear into unit files and container "
+                  "config" + (f": set {pointer} instead (vault it)" if pointer else
+                              ": pass secrets through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"))
+
+
+def _extra_args_rules(c: _Checker, where: str, args: Sequence[Any]) -> None:
+    for i, arg in enumerate(args):
+        text = str(arg)
+        if SECRET_FLAG_RE.match(text):
+            flag = text.split("=", 1)[0]
+            pointer = SECRET_POINTER.get(flag, "vllm_fleet_api_key / vllm_fleet_hf_token")
+            c.bad(f"{where}[{i}]", f"{flag} puts a secret on the command line (visible in ps, logs and "
+                  f"docker inspect): set {pointer} instead (vault it)")
+
+
+def suggest(name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = ()) -> Tuple[Dict[str, Any], List[str]]:
+    """Check one host's ``vllm_fleet_*`` variables; returns (checked values by full name, problems).
+
+    ``extra_known``: other declared names (role tunables from argument_specs, play-internal
+    names) that are not an error to find, but are checked elsewhere.
+    """
+    c = _Checker(host)
+    extra = set(extra_known)
+    known = set(BY_NAME) | extra
+    out: Dict[str, Any] = {}
+    for name in sorted(variables):
+        if not name.startswith(PREFIX) or name.startswith(RESERVED_PREFIXES):
+            continue
+        value = variables[name]
+        spec = BY_NAME.get(name)
+        if name in INTERNAL:
+            continue
+        if spec is None:
+            if name not in extra:
+                c.bad(name, "unknown variable" + suggest(name, known))
+            continue
+        if value is None:
+            continue  # unset (YAML `key:` with no value) means the default
+        checked = c.value(spec, value)
+        if checked is None:
+            continue
+        out[name] = checked
+    if isinstance(out.get("vllm_fleet_env"), dict):
+        _env_rules(c, "vllm_fleet_env", out["vllm_fleet_env"])
+    if isinstance(out.get("vllm_fleet_host_env"), dict):
+        _env_rules(c, "vllm_fleet_host_env", out["vllm_fleet_host_env"])
+    if isinstance(out.get("vllm_fleet_extra_args"), list):
+        _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"])
+    if out.get("vllm_fleet_runtime") == "uv" and "vllm_fleet_recipe" in out and \
+            "vllm_fleet_vllm_version" not in out and "vllm_fleet_vllm_version" not in c.flagged:
+        c.bad("vllm_fleet_vllm_version", "required with vllm_fleet_runtime uv (an exact version such as 0.32.0)")
+    image = out.get("vllm_fleet_image")
+    if image and "@sha256:" in image and out.get("vllm_fleet_image_tag"):
+        c.bad("vllm_fleet_image_tag", f"cannot replace the tag of {image}, which is pinned by digest; "
+              "drop one of vllm_fleet_image_tag / the digest")
+    return out, c.problems
+
+
+def settings_of(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The plan's settings from checked values (full names -> settings keys); unset keys are None."""
+    return {key: values.get(full) for key, full in SETTINGS.items()}
+
+
+def markdown_table() -> str:
+    """The README's variable table (one row per variable, in declaration order)."""
+    rows = ["| variable | scope | type | default | meaning |", "|---|---|---|---|---|"]
+    for v in VARIABLES:
+        kind = {"str_or_list": "str or list", "port": "int 1-65535"}.get(v.kind, v.kind)
+        if v.choices and v.kind != "str_or_list":
+            kind = " \\| ".join(f"`{c}`" for c in v.choices)
+        elif v.minimum is not None:
+            kind += f" {v.minimum}-{v.maximum}" if v.maximum is not None else f" >= {v.minimum}"
+        default = "" if v.default is None else f"`{str(v.default).lower() if isinstance(v.default, bool) else v.default}`"
+        rows.append(f"| `{v.full}` | {v.scope} | {kind} | {default} | {v.meaning} |")
+    return "\n".join(rows) + "\n"
+
+
+README_BEGIN = "<!-- contract table: generated by `python3 -m vllm_fleet.contract --markdown`, do not edit -->"
+README_END = "<!-- end of contract table -->"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python3 -m vllm_fleet.contract",
+                                     description="Print or refresh the inventory contract's README table.")
+    parser.add_argument("--markdown", action="store_true", help="print the table")
+    parser.add_argument("--update-readme", metavar="README", help="rewrite the table between its markers")
+    args = parser.parse_args(argv)
+    if args.update_readme:
+        path = Path(args.update_readme)
+        text = path.read_text()
+        head, sep, rest = text.partition(README_BEGIN)
+        _, sep2, tail = rest.partition(README_END)
+        if not sep or not sep2:
+            parser.error(f"{path}: markers not found")
+        path.write_text(head + README_BEGIN + "\n" + markdown_table() + README_END + tail)
+        return 0
+    print(markdown_table(), end="")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

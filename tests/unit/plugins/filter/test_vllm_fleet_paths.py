@@ -1,0 +1,48 @@
+"""Teardown's path guard: only clean paths strictly below the bundle's roots pass."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ansible")
+from ansible.errors import AnsibleFilterError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[4]
+_spec = importlib.util.spec_from_file_location("vllm_fleet_paths", ROOT / "plugins" / "filter" / "vllm_fleet_paths.py")
+paths = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(paths)
+ROOTS = ["/opt/vllm-fleet", "/etc/vllm-fleet", "/etc/systemd/system", "/var/lib/vllm-fleet"]
+
+
+@pytest.mark.parametrize("path", ["/opt/vllm-fleet/minilm", "/etc/vllm-fleet/minilm/mooncake.json",
+                                  "/var/lib/vllm-fleet/state/minilm.plan"])
+def test_owned_paths_pass_unchanged(path):
+    assert paths.owned_path(path, ROOTS) == path
+
+
+@pytest.mark.parametrize("path", [
+    "/opt/vllm-fleet/..", "/opt/vllm-fleet/.", "/opt/vllm-fleet/../..", "/opt/vllm-fleet", "/opt/vllm-fleet/",
+    "/etc", "/opt", "/", "", "opt/vllm-fleet/x", "/opt/vllm-fleet/a/../../etc", "/opt/vllm-fleetX/y",
+    "/opt/vllm-fleet/a\nb", "/opt/vllm-fleet//x", "/etc/passwd",
+])
+def test_everything_else_is_refused(path):
+    with pytest.raises(AnsibleFilterError, match="refuses to remove"):
+        paths.owned_path(path, ROOTS)
+
+
+def test_a_root_of_slash_grants_nothing():
+    with pytest.raises(AnsibleFilterError):
+        paths.owned_path("/etc/shadow", ["/"])
+
+
+def test_unit_files_need_the_bundle_prefix():
+    assert paths.owned_path("/etc/systemd/system/vllm-fleet-a.service", ROOTS, prefix="vllm-fleet-")
+    with pytest.raises(AnsibleFilterError, match="does not start with"):
+        paths.owned_path("/etc/systemd/system/sshd.service", ROOTS, prefix="vllm-fleet-")
+
+
+def test_the_filter_is_registered():
+    assert paths.FilterModule().filters()["vllm_fleet_owned_path"] is paths.owned_path
