@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from .yamlio import load_yaml
 
@@ -54,6 +54,33 @@ def read_yaml(path: Path) -> Any:
         raise LoadError(f"{path}:{where}: malformed YAML: {problem}") from exc
 
 
+def recipe_files(root: Path) -> List[Tuple[str, Path]]:
+    """The recipes of a tree, the one rule for the loader and the validator:
+    ``models/<org>/[<dirs>/]<repo>.yaml`` -> (``org/repo``: first directory + file stem, as
+    upstream), in path order. ``.yml`` files and files directly under ``models/`` are not
+    recipes (the validator reports them)."""
+    models = root / "models"
+    out = []
+    for path in sorted(models.rglob("*.yaml")) if models.is_dir() else []:
+        rel = path.relative_to(models).parts
+        if len(rel) >= 2 and path.is_file():
+            out.append((f"{rel[0]}/{path.stem}", path))
+    return out
+
+
+def merge_entry(old: Any, new: Any) -> Any:
+    """Stack one taxonomy entry onto another (later wins): maps merge key by key, lists of
+    names or of ``id``'d maps merge by name / id, anything else is replaced."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {**old, **new}
+    if isinstance(old, list) and isinstance(new, list):
+        if all(isinstance(v, str) for v in old + new):
+            return list(dict.fromkeys(old + new))
+        if all(isinstance(v, dict) and "id" in v for v in old + new):
+            return list({v["id"]: v for v in old + new}.values())
+    return new
+
+
 @dataclass
 class Catalog:
     """Recipes, strategies (serving + kv_store) and taxonomy of stacked sources."""
@@ -80,16 +107,10 @@ class Catalog:
                     raise LoadError(f"{path}: name: expected the strategy's name (a string)")
                 self.strategies[data["name"]] = data
                 self.strategy_sources[data["name"]] = str(path)
-        models = root / "models"
-        paths = [p for p in models.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file()]
-        for path in sorted(paths):
-            rel = path.relative_to(models).parts
-            if len(rel) < 2:
-                continue  # recipes live under models/<org>/
+        for hf_id, path in recipe_files(root):
             data = read_yaml(path)
             if not isinstance(data, dict):
                 raise LoadError(f"{path}: expected a mapping at the top level")
-            hf_id = f"{rel[0]}/{path.stem}"  # first directory + file stem, as upstream
             self.recipes[hf_id] = data
             self.sources[hf_id] = str(path)
 
@@ -97,12 +118,7 @@ class Catalog:
         if not isinstance(data, dict):
             raise LoadError(f"{where}: expected a mapping at the top level")
         for key, value in data.items():
-            if isinstance(value, dict) and isinstance(self.taxonomy.get(key), dict):
-                merged = dict(self.taxonomy[key])
-                merged.update(value)
-                self.taxonomy[key] = merged
-            else:
-                self.taxonomy[key] = value
+            self.taxonomy[key] = merge_entry(self.taxonomy[key], value) if key in self.taxonomy else value
 
     def add_api_json(self, path: Path) -> None:
         try:

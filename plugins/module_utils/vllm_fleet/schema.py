@@ -47,6 +47,7 @@ from typing import (
 
 import yaml
 
+from .loader import merge_entry, recipe_files
 from .yamlio import Yaml12Loader, load_yaml, yaml11_traps
 
 __all__ = [
@@ -1340,9 +1341,10 @@ def _discover(roots: Sequence[Path]) -> _Tree:
         for kind, pattern, bucket in (
             ("strategy", "strategies/*.yaml", tree.strategies),
             ("kv_store", "kv_store/*.yaml", tree.kv_stores),
-            ("recipe", "models/*/*.yaml", tree.recipes),
         ):
             bucket.extend(_load_doc(kind, index, p) for p in sorted(root.glob(pattern)) if p.is_file())
+        # the loader's rule for which files are recipes (one rule, see loader.recipe_files)
+        tree.recipes.extend(_load_doc("recipe", index, p) for _, p in recipe_files(root))
         tree.problems.extend(_stray_files(root))
     return tree
 
@@ -1357,22 +1359,10 @@ def _stray_files(root: Path) -> List[Problem]:
         if path.suffix == ".yml":
             problems.append(Problem(str(path), DOCUMENT, "ignored: recipe files must end in .yaml",
                                     WARNING))
-        elif path.suffix == ".yaml" and len(path.relative_to(models).parts) != 2:
+        elif path.suffix == ".yaml" and len(path.relative_to(models).parts) < 2:
             problems.append(Problem(str(path), DOCUMENT,
                                     "ignored: recipes must live at models/<org>/<repo>.yaml"))
     return problems
-
-
-def _merge(old: Any, new: Any) -> Any:
-    """Stack one taxonomy value onto another (later wins per entry)."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        return {**old, **new}
-    if isinstance(old, list) and isinstance(new, list):
-        if all(isinstance(v, str) for v in old + new):
-            return list(dict.fromkeys(old + new))
-        if all(isinstance(v, dict) and "id" in v for v in old + new):
-            return list({v["id"]: v for v in old + new}.values())
-    return new
 
 
 def _merged_taxonomy(docs: Sequence[_Doc]) -> Optional[Dict[str, Any]]:
@@ -1382,7 +1372,7 @@ def _merged_taxonomy(docs: Sequence[_Doc]) -> Optional[Dict[str, Any]]:
     merged: Dict[str, Any] = {}
     for doc in docs:
         for key, value in _dict(doc.data).items():
-            merged[key] = _merge(merged[key], value) if key in merged else value
+            merged[key] = merge_entry(merged[key], value) if key in merged else value
     return merged
 
 

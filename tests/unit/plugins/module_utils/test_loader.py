@@ -209,3 +209,35 @@ def test_nested_recipe_directory_uses_first_directory_and_stem(tmp_path):
     shutil.copy(TREE / "models" / "test-org" / "Fallback-Model.yaml", deep)
     cat = loader.load([TREE, tmp_path])
     assert "org/Deep" in cat.recipes
+
+
+def test_loader_and_validator_agree_on_which_files_are_recipes(tmp_path):
+    from vllm_fleet import schema
+
+    src = TREE / "models" / "test-org" / "Fallback-Model.yaml"
+    for rel in ("org/Flat.yaml", "org/family/Deep.yaml", "org/Other.yml", "Stray.yaml"):
+        (tmp_path / "models" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, tmp_path / "models" / rel)
+    cat = loader.load([TREE, tmp_path])
+    loaded = {cat.sources[h] for h in cat.recipes if cat.sources[h].startswith(str(tmp_path))}
+    assert loaded == {str(tmp_path / "models" / "org" / "Flat.yaml"), str(tmp_path / "models" / "org" / "family" / "Deep.yaml")}
+    problems = schema.validate_trees([TREE, tmp_path])
+    ignored = {p.file for p in problems if "ignored" in p.message}
+    assert ignored == {str(tmp_path / "models" / "org" / "Other.yml"), str(tmp_path / "models" / "Stray.yaml")}
+    # every loaded recipe was validated: none of them is reported as ignored
+    assert not loaded & ignored
+
+
+def test_stacked_taxonomies_merge_the_same_way_for_loader_and_validator(tmp_path):
+    from vllm_fleet import schema
+
+    (tmp_path / "taxonomy.yaml").write_text("tasks: [{id: extra_task}, {id: text, display_name: Words}]\n"
+                                            "hardware_profiles:\n  h200: {vram_gb: 1}\n")
+    cat = loader.load([TREE, tmp_path])
+    base = loader.read_yaml(TREE / "taxonomy.yaml")
+    ids = [t["id"] for t in cat.taxonomy["tasks"]]
+    assert ids == [t["id"] for t in base["tasks"]] + ["extra_task"]   # merged by id, not replaced
+    assert cat.taxonomy["tasks"][0] == {"id": "text", "display_name": "Words"}
+    assert cat.taxonomy["hardware_profiles"]["h200"] == {"vram_gb": 1}
+    assert set(cat.taxonomy["hardware_profiles"]) == set(base["hardware_profiles"]) | {"h200"}
+    assert schema.merge_entry is loader.merge_entry
