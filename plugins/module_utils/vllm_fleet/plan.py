@@ -123,6 +123,16 @@ def substitute(text: str, values: Mapping[str, str]) -> Tuple[str, List[str]]:
     return PLACEHOLDER.sub(repl, text), missing
 
 
+def process_name(deployment: str, *parts: str) -> str:
+    """The one place container and unit names come from: ``vllm-fleet-<deployment>[-part...]``
+    (the deployment name was checked against the contract's pattern; parts are the bundle's own
+    words). Refuses anything else, so no caller can build a name from an unchecked value."""
+    if not NAME_RE.match(deployment) or ".." in deployment or \
+            not all(re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", p) for p in parts):
+        raise PlanError([f"vllm_fleet_deployment: {deployment!r} {parts!r} is not a safe name"])
+    return "-".join(("vllm-fleet", deployment) + parts)
+
+
 def default_deployment(hf_id: str, hardware: Optional[str]) -> str:
     """Deployment name when the inventory sets none: recipe repo + hardware."""
     return slug(hf_id.split("/")[-1] + ("-" + hardware if hardware else ""))
@@ -502,7 +512,7 @@ def _place_engines(dep: Deployment, groups: List[List[HostInput]], roles_prefix:
         head = group[0]
         for rank, host in enumerate(group):
             proc = procs[rank] if len(procs) > 1 else procs[0]
-            name = f"vllm-fleet-{dep.name}{roles_prefix.format(index=index)}"
+            name = process_name(dep.name) + roles_prefix.format(index=index)
             if multi:
                 name += f"-{proc.role.replace('instance_', '')}{proc.rank}"
             slots.append(Slot(host, proc, "engine", f"i{index}", index, [h.name for h in group],
@@ -590,7 +600,7 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
             proc = next(p for p in rendering.processes if p.role == role)
             vals = _node_values(host, pool[0], len(pool) > 1)
             slots.append(Slot(host, proc, "engine", "pd", 0, names, pool[0], i, vals,
-                              f"vllm-fleet-{dep.name}-{role}{i}"))
+                              process_name(dep.name, f"{role}{i}")))
     router = next(p for p in first.processes if p.kind == "router")
     router_host = _single_role_host(dep, hosts, "router", pools["prefill"][0])
     slots += _services(dep, hosts, first.processes, pools["prefill"][0], router_host, router)
@@ -650,12 +660,12 @@ def _services(dep: Deployment, hosts: List[HostInput], processes: List[Process],
         values["MOONCAKE_CONFIG_PATH"] = dep.config_path("mooncake.json")
         values["MOONCAKE_STORE_CONFIG_PATH"] = dep.config_path("mooncake-store.json")
         slots.append(Slot(master_host, master, "services", None, None, [master_host.name], master_host, 0,
-                          {}, f"vllm-fleet-{dep.name}-mooncake-master"))
+                          {}, process_name(dep.name, "mooncake-master")))
     if store is not None:
         store_hosts = _with_role(hosts, "store") or [master_host]
         for i, host in enumerate(store_hosts):
             slots.append(Slot(host, store, "services", None, None, [host.name], host, i, {},
-                              f"vllm-fleet-{dep.name}-mooncake-store"))
+                              process_name(dep.name, "mooncake-store")))
     elif _with_role(hosts, "store"):
         dep.problems.append(f"{_with_role(hosts, 'store')[0].name}: vllm_fleet_role store: "
                             f"{dep.req.kv_offload or 'this deployment'} runs no store service")
@@ -665,7 +675,7 @@ def _services(dep: Deployment, hosts: List[HostInput], processes: List[Process],
     if router is not None and router_host is not None:
         _need_address([router_host], dep.problems, "router")
         slots.append(Slot(router_host, router, "router", None, None, [router_host.name], router_host, 0, {},
-                          f"vllm-fleet-{dep.name}-router"))
+                          process_name(dep.name, "router")))
     return slots
 
 

@@ -354,3 +354,15 @@ def test_host_env_may_differ_per_host_and_wins(cat):
     out = plan(cat, hosts)
     assert [out[f"n{i}"]["processes"][0]["env"]["VLLM_CPU_OMP_THREADS_BIND"] for i in range(2)] == ["0", "1"]
     assert out["n1"]["processes"][0]["env"]["A"] == "host1"
+
+
+def test_process_names_come_from_one_function():
+    from vllm_fleet.plan import process_name
+
+    assert process_name("minilm") == "vllm-fleet-minilm"
+    assert process_name("dsv3-pd", "prefill0") == "vllm-fleet-dsv3-pd-prefill0"
+    for bad in ("..", "a/b", "x\ny", "", "A"):
+        with pytest.raises(PlanError, match="not a safe name"):
+            process_name(bad)
+    with pytest.raises(PlanError):
+        process_name("ok", "../etc")
