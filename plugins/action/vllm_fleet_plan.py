@@ -22,8 +22,7 @@ if _UTILS not in sys.path:
     sys.path.insert(0, _UTILS)
 
 from vllm_fleet import contract, loader  # noqa: E402
-from vllm_fleet.plan import (HostInput, PlanError, check_machines, default_deployment, plan,  # noqa: E402
-                             plan_hash, secret_digest)
+from vllm_fleet.plan import PlanError, deployment_of, host_input, plan, plan_fleet, plan_hash  # noqa: E402
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 
@@ -31,44 +30,9 @@ _CACHE = {}
 _LOCK = threading.Lock()
 
 
-def _interface_for(facts, address):
-    """Name of the interface whose IPv4 address is ``address``."""
-    if not address:
-        return None
-    for name in facts.get("interfaces") or []:
-        info = facts.get(name.replace("-", "_")) or facts.get(name) or {}
-        ipv4 = info.get("ipv4") or {}
-        secondary = info.get("ipv4_secondaries") or []
-        addresses = [ipv4.get("address")] + [s.get("address") for s in secondary]
-        if address in addresses:
-            return name
-    return None
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts", "contract_only"))
-
-    def _host_input(self, name, hostvars, checked, digest_key):
-        hv = hostvars[name]
-        settings = contract.settings_of(checked)
-        secrets = {env: checked[var] for var, env in contract.SECRETS.items() if checked.get(var)}
-        settings["secrets"] = sorted(secrets)
-        settings["secret_digest"] = secret_digest(digest_key, secrets) if secrets else None
-        facts = hv.get("ansible_facts") or {}
-        address = checked.get("vllm_fleet_address") or hv.get("ansible_host") or \
-            (facts.get("default_ipv4") or {}).get("address")
-        iface = checked.get("vllm_fleet_iface") or _interface_for(facts, address)
-        return HostInput(name=name, settings=settings, address=to_text(address) if address else None,
-                         iface=iface, gpu=dict(facts.get("vllm_fleet_gpu") or {}),
-                         instance=checked.get("vllm_fleet_instance"),
-                         node_rank=checked.get("vllm_fleet_node_rank"),
-                         roles=list(checked.get("vllm_fleet_role") or []))
-
-    @staticmethod
-    def _deployment_of(h):
-        return h.settings.get("deployment") or default_deployment(
-            h.settings.get("recipe") or "", h.settings.get("hardware") or h.gpu.get("hardware"))
 
     def _plan_group(self, sources, group):
         key = plan_hash([sources, [(h.name, h.settings, h.address, h.iface, h.gpu,
@@ -117,35 +81,28 @@ class ActionModule(ActionBase):
             result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract")
             return result
         digest_key = _digest_key(checked)
-        inputs = [self._host_input(h, hostvars, checked[h], digest_key) for h in args["hosts"]
+        inputs = [host_input(h, checked[h], hostvars[h], digest_key) for h in args["hosts"]
                   if checked[h].get("vllm_fleet_recipe")]
         if args.get("all_hosts"):
             # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
             # instead of O(hosts) per host
-            deployments = {}
-            for h in inputs:
-                deployments.setdefault(self._deployment_of(h), []).append(h)
-            plans, errors = {}, []
-            for name, group in deployments.items():
-                planned = self._plan_group(args["recipe_sources"], group)
-                if isinstance(planned, Exception):
-                    errors.append(f"vllm-fleet plan failed for deployment {name!r}:\n{planned}")
-                else:
-                    plans.update(planned)
-            errors += check_machines(plans, {h.name: h.address or h.name for h in inputs})
+            try:
+                plans, errors = plan_fleet(loader.load(args["recipe_sources"]), inputs)
+            except loader.LoadError as exc:
+                raise AnsibleActionFail(f"vllm_fleet_recipe_sources: {exc}") from exc
             if errors:
                 raise AnsibleActionFail("\n".join(errors))
             result.update(changed=False, plans=plans,
-                          msg=f"{len(plans)} host(s) in {len(deployments)} deployment(s)")
+                          msg=f"{len(plans)} host(s) in {len({p['deployment'] for p in plans.values()})} deployment(s)")
             return result
         mine = next((h for h in inputs if h.name == me), None)
         if mine is None:
             raise AnsibleActionFail(f"{me}: vllm_fleet_recipe: not set for this host")
-        group = [h for h in inputs if self._deployment_of(h) == self._deployment_of(mine)]
+        group = [h for h in inputs if deployment_of(h) == deployment_of(mine)]
         cached = self._plan_group(args["recipe_sources"], group)
         if isinstance(cached, Exception):
             raise AnsibleActionFail("vllm-fleet plan failed for deployment "
-                                    f"{self._deployment_of(mine)!r}:\n{cached}")
+                                    f"{deployment_of(mine)!r}:\n{cached}")
         host_plan = cached[me]
         result.update(changed=False, ansible_facts={"vllm_fleet_plan": host_plan},
                       msg=host_plan["command"])
@@ -178,30 +135,9 @@ _SPECS = None
 
 
 def _role_specs():
-    """Role tunables: {variable: argument spec} from every role's meta/argument_specs.yml, and
-    every name the roles declare (argument_specs options and defaults)."""
     global _SPECS
     if _SPECS is None:
-        import yaml
-
-        specs, declared = {}, set(contract.INTERNAL)
-        for role in sorted(os.listdir(ROLES_DIR)):
-            for rel in ("meta/argument_specs.yml", "defaults/main.yml"):
-                path = os.path.join(ROLES_DIR, role, rel)
-                if not os.path.exists(path):
-                    continue
-                with open(path, encoding="utf-8") as handle:
-                    data = yaml.safe_load(handle) or {}
-                if rel == "defaults/main.yml":
-                    declared.update(k for k in data if str(k).startswith(contract.PREFIX))
-                    continue
-                for entry in (data.get("argument_specs") or {}).values():
-                    for option, spec in ((entry or {}).get("options") or {}).items():
-                        declared.add(option)
-                        if option not in contract.BY_NAME and option not in contract.INTERNAL:
-                            specs.setdefault(option, {k: v for k, v in spec.items()
-                                                      if k in ("type", "elements", "choices", "options")})
-        _SPECS = (specs, frozenset(declared))
+        _SPECS = contract.role_declarations(ROLES_DIR)
     return _SPECS
 
 

@@ -180,6 +180,72 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"   # the bundle's roles (a source checkout)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Per-host plans of an Ansible inventory, as JSON (what deploy.yml would hand the roles),
+    from the inventory's variables alone: hosts need not be reachable. The inventory is read by
+    `ansible-inventory --list` (the deploy extra); GPU facts are not read, so the hardware comes
+    from vllm_fleet_hardware or --hardware."""
+    import subprocess
+
+    from . import contract
+    from .plan import host_input, plan_fleet
+
+    argv = ["ansible-inventory", "-i", args.inventory, "--list"]
+    if args.limit:
+        argv += ["--limit", args.limit]
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise CliError("ansible-inventory not found: install the deploy extra (pip install -e '.[deploy]')") from None
+    if proc.returncode != 0:
+        raise CliError(f"ansible-inventory -i {args.inventory} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    data = json.loads(proc.stdout)
+    hostvars = (data.get("_meta") or {}).get("hostvars") or {}
+    names = _inventory_order(data)
+    _, declared = contract.role_declarations(str(ROLES_DIR))
+    checked, problems = {}, []
+    for name in names:
+        variables = dict(hostvars.get(name) or {})
+        if args.hardware and "vllm_fleet_hardware" not in variables:
+            variables["vllm_fleet_hardware"] = args.hardware
+        if args.iface and "vllm_fleet_iface" not in variables:
+            variables["vllm_fleet_iface"] = args.iface
+        checked[name], found = contract.check(name, variables, declared)
+        problems += found
+    problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
+                 for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")]
+    if problems:
+        print("vllm-fleet: the inventory breaks the contract:\n" + "\n".join(problems), file=sys.stderr)
+        return EXIT_USAGE
+    # secret values never leave this process: the digest key here is throwaway
+    inputs = [host_input(n, checked[n], hostvars.get(n) or {}, b"vllm-fleet plan") for n in names
+              if checked[n].get("vllm_fleet_recipe")]
+    plans, problems = plan_fleet(load_catalog(args.recipes), inputs)
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(plans, indent=2))
+    return 0
+
+
+def _inventory_order(data: Dict[str, Any]) -> List[str]:
+    """Hosts of `ansible-inventory --list` output in inventory order (groups depth first)."""
+    seen: Dict[str, None] = {}
+
+    def walk(group: str) -> None:
+        entry = data.get(group) or {}
+        for host in entry.get("hosts") or []:
+            seen.setdefault(host, None)
+        for child in entry.get("children") or []:
+            walk(child)
+
+    walk("all")
+    return list(seen)
+
+
 def table(rows: List[List[str]], header: List[str]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
@@ -246,6 +312,14 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check recipe trees against the schema")
     with_recipes(v)
     v.set_defaults(func=cmd_validate)
+
+    pl = sub.add_parser("plan", help="per-host plans of an Ansible inventory (JSON), without contacting hosts")
+    with_recipes(pl)
+    pl.add_argument("--inventory", "-i", required=True, help="inventory file or directory")
+    pl.add_argument("--limit", "-l", help="host pattern, e.g. a deployment group")
+    pl.add_argument("--hardware", help="hardware id for hosts without vllm_fleet_hardware (GPU facts are not read)")
+    pl.add_argument("--iface", help="NIC for hosts without vllm_fleet_iface (network facts are not read)")
+    pl.set_defaults(func=cmd_plan)
 
     ls = sub.add_parser("list", help="list recipes, hardware profiles, strategies")
     with_recipes(ls)

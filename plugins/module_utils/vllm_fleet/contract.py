@@ -413,6 +413,35 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     return out, c.problems
 
 
+def role_declarations(roles_dir: str) -> Tuple[Dict[str, Dict[str, Any]], frozenset]:
+    """Role tunables: ({variable: argument spec} from every role's meta/argument_specs.yml,
+    every name the roles declare in argument_specs or defaults). Reading YAML only: the
+    argument specs are applied by Ansible's own validator where Ansible runs."""
+    import os
+
+    import yaml
+
+    specs: Dict[str, Dict[str, Any]] = {}
+    declared = set(INTERNAL)
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        for rel in ("meta/argument_specs.yml", "defaults/main.yml"):
+            path = os.path.join(roles_dir, role, rel)
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+            if rel == "defaults/main.yml":
+                declared.update(k for k in data if str(k).startswith(PREFIX))
+                continue
+            for entry in (data.get("argument_specs") or {}).values():
+                for option, spec in ((entry or {}).get("options") or {}).items():
+                    declared.add(option)
+                    if option not in BY_NAME and option not in INTERNAL:
+                        specs.setdefault(option, {k: v for k, v in spec.items()
+                                                  if k in ("type", "elements", "choices", "options")})
+    return specs, frozenset(declared)
+
+
 def settings_of(values: Mapping[str, Any]) -> Dict[str, Any]:
     """The plan's settings from checked values (full names -> settings keys); unset keys are None."""
     return {key: values.get(full) for key, full in SETTINGS.items()}

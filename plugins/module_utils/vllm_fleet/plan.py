@@ -31,7 +31,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import schema, select
-from .contract import NAME_RE
+from .contract import NAME_RE, SECRETS, settings_of
 from .docker import env_text
 from .loader import Catalog
 from .render import PD_ROLES, Process, RenderError, Request, as_list, as_map, resolve
@@ -88,6 +88,7 @@ class HostInput:
     instance: Optional[str] = None
     node_rank: Optional[int] = None
     roles: List[str] = field(default_factory=list)
+    machine: Optional[str] = None   # the machine the host is (ansible_host): port clashes are per machine
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
@@ -172,6 +173,62 @@ def gpus_per_node(argv: Sequence[str], nodes: int) -> int:
     dp = _int_flag(argv, "--data-parallel-size", _int_flag(argv, "-dp", 1))
     total = tp * pp * dp
     return -(-total // max(nodes, 1))
+
+
+def _interface_for(facts: Mapping[str, Any], address: Optional[str]) -> Optional[str]:
+    """Name of the interface (Ansible network facts) whose IPv4 address is ``address``."""
+    if not address:
+        return None
+    for name in facts.get("interfaces") or []:
+        info = facts.get(name.replace("-", "_")) or facts.get(name) or {}
+        ipv4 = info.get("ipv4") or {}
+        secondary = info.get("ipv4_secondaries") or []
+        if address in [ipv4.get("address")] + [s.get("address") for s in secondary]:
+            return name
+    return None
+
+
+def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any],
+               digest_key: bytes) -> HostInput:
+    """One host's planning input: its contract-checked ``vllm_fleet_*`` values, plus what
+    Ansible knows of it (``ansible_host``, facts: addresses, interfaces, GPU facts)."""
+    settings = settings_of(checked)
+    secrets = {env: checked[var] for var, env in SECRETS.items() if checked.get(var)}
+    settings["secrets"] = sorted(secrets)
+    settings["secret_digest"] = secret_digest(digest_key, secrets) if secrets else None
+    facts = hostvars.get("ansible_facts") or {}
+    address = checked.get("vllm_fleet_address") or hostvars.get("ansible_host") or \
+        (facts.get("default_ipv4") or {}).get("address")
+    return HostInput(name=name, settings=settings, address=str(address) if address else None,
+                     iface=checked.get("vllm_fleet_iface") or _interface_for(facts, address),
+                     gpu=dict(facts.get("vllm_fleet_gpu") or {}),
+                     instance=checked.get("vllm_fleet_instance"),
+                     node_rank=checked.get("vllm_fleet_node_rank"),
+                     roles=list(checked.get("vllm_fleet_role") or []),
+                     machine=str(hostvars.get("ansible_host") or name))
+
+
+def deployment_of(host: HostInput) -> str:
+    """The deployment a host belongs to: vllm_fleet_deployment, else recipe + hardware."""
+    return host.settings.get("deployment") or default_deployment(
+        host.settings.get("recipe") or "", host.settings.get("hardware") or host.gpu.get("hardware"))
+
+
+def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict[str, Any]], List[str]]:
+    """Plan every deployment of ``hosts`` (grouped by :func:`deployment_of`, inventory order),
+    then the checks across deployments; returns (plans by host, problems)."""
+    deployments: Dict[str, List[HostInput]] = {}
+    for host in hosts:
+        deployments.setdefault(deployment_of(host), []).append(host)
+    plans: Dict[str, Dict[str, Any]] = {}
+    problems: List[str] = []
+    for name, group in deployments.items():
+        try:
+            plans.update(plan(cat, group))
+        except PlanError as exc:
+            problems.append(f"vllm-fleet plan failed for deployment {name!r}:\n{exc}")
+    problems += check_machines(plans, {h.name: h.machine or h.name for h in hosts})
+    return plans, problems
 
 
 def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:

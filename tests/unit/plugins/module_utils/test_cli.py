@@ -189,3 +189,35 @@ def test_render_batch_subprocess():
     assert out[1]["error"].startswith("invalid JSON")
     assert out[2] == {"error": "unknown recipe 'no/such'"}
     assert out[3]["argv"][-2:] == ["--data-parallel-start-rank", "8"] and "command" not in out[3]
+
+
+def _with_ansible_inventory(monkeypatch):
+    import os
+    import shutil
+
+    here = Path(sys.executable).parent
+    if not (here / "ansible-inventory").exists() and not shutil.which("ansible-inventory"):
+        pytest.skip("platform: ansible-inventory not installed (the unit session installs ansible-core)")
+    monkeypatch.setenv("PATH", f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def test_plan_command_prints_every_hosts_plan_of_an_inventory_group(monkeypatch, capsys):
+    _with_ansible_inventory(monkeypatch)
+    root = Path(__file__).resolve().parents[4]
+    monkeypatch.chdir(root)
+    rc = cli.main(["plan", "-i", "inventories/example", "--limit", "dsv3_pd", "--hardware", "h200", "--iface", "eth0"])
+    assert rc == 0
+    plans = json.loads(capsys.readouterr().out)
+    assert sorted(plans) == ["h200-21", "h200-22", "h200-23", "router-01"]
+    assert [p["role"] for p in plans["router-01"]["processes"]] == ["router"]
+    assert plans["h200-23"]["processes"][0]["name"] == "vllm-fleet-dsv3-pd-decode0"
+
+
+def test_plan_command_refuses_a_broken_inventory(monkeypatch, capsys, tmp_path):
+    _with_ansible_inventory(monkeypatch)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    gpu-1: {vllm_fleet_recipie: a/b, vllm_fleet_port: 0}\n")
+    assert cli.main(["plan", "-i", str(inv)]) == 2
+    err = capsys.readouterr().err
+    assert "gpu-1: vllm_fleet_recipie: unknown variable; did you mean vllm_fleet_recipe?" in err
+    assert "gpu-1: vllm_fleet_port: 0 is out of range" in err
