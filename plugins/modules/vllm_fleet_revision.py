@@ -1,0 +1,213 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+"""What a host runs, recorded on the host: revisions of each deployment's plan."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_fleet_revision
+short_description: Record and read the revisions of vLLM deployments on a host
+description:
+  - O(state=recorded) stores this host's plan of a deployment as a new revision when it differs
+    from the current one (by plan hash): the whole host plan (processes, argv, env without secret
+    values, images, ports, config files), the paths the deployment created on the host, the
+    time and the operator's note, in C(<state_dir>/<deployment>/rev-<N>.json) (directory 0700,
+    files 0600, root only). The newest O(keep) revisions stay; older ones are removed and
+    returned as RV(pruned) so their venvs and images can be collected.
+  - O(state=read) returns every deployment recorded on the host (RV(deployments)), including
+    deployments no longer in the inventory: the source of truth for status, teardown and
+    rollback.
+  - O(state=absent) removes a deployment's records (after teardown removed what they list).
+  - Secret values never reach a record: the plan carries secret names only, and any
+    O(redact) value found in it fails the module instead of being written.
+options:
+  state:
+    description: What to do.
+    type: str
+    choices: [recorded, read, absent]
+    default: read
+  deployment:
+    description: The deployment's name (required for recorded and absent; read filters on it when given).
+    type: str
+  plan:
+    description: This host's plan of the deployment (vllm_fleet_plan).
+    type: dict
+  paths:
+    description: Paths this deployment created on the host (venvs, env and unit files, config dirs).
+    type: list
+    elements: str
+    default: []
+  note:
+    description: The operator's note for the change (vllm_fleet_change_note).
+    type: str
+    default: ""
+  keep:
+    description: Revisions kept per deployment.
+    type: int
+    default: 3
+  state_dir:
+    description: Root of the records.
+    type: path
+    default: /var/lib/vllm-fleet/state
+  redact:
+    description: Secret values that must not appear in a record (checked, never stored).
+    type: list
+    elements: str
+    default: []
+    no_log: true
+author: vllm-fleet
+"""
+
+EXAMPLES = r"""
+- name: Record what this host now runs
+  vllm_fleet_revision:
+    state: recorded
+    deployment: "{{ vllm_fleet_plan.deployment }}"
+    plan: "{{ vllm_fleet_plan }}"
+    note: "{{ vllm_fleet_change_note | default('') }}"
+
+- name: Read every deployment recorded here
+  vllm_fleet_revision:
+  register: recorded
+"""
+
+RETURN = r"""
+revision:
+  description: The current revision number of the deployment (recorded).
+  returned: state=recorded
+  type: int
+pruned:
+  description: Revisions removed beyond O(keep), each with its number, hash and paths.
+  returned: state=recorded
+  type: list
+  elements: dict
+deployments:
+  description: >-
+    Per deployment: current (number), revisions (number, hash, time, note, newest last) and
+    record (the current revision: plan, paths, hash, time, note).
+  returned: state=read
+  type: dict
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+REV = re.compile(r"^rev-([0-9]{1,9})\.json$")
+
+
+def revisions(folder):
+    """Revision numbers recorded in a deployment's folder, oldest first."""
+    found = []
+    for entry in os.listdir(folder) if os.path.isdir(folder) else []:
+        match = REV.match(entry)
+        if match:
+            found.append(int(match.group(1)))
+    return sorted(found)
+
+
+def load(folder, number):
+    with open(os.path.join(folder, f"rev-{number}.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def write_private(path, data):
+    folder = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".rev-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def read_all(state_dir, only=None):
+    out = {}
+    for name in sorted(os.listdir(state_dir)) if os.path.isdir(state_dir) else []:
+        folder = os.path.join(state_dir, name)
+        if not NAME.match(name) or not os.path.isdir(folder) or (only and name != only):
+            continue
+        numbers = revisions(folder)
+        if not numbers:
+            continue
+        entries = []
+        for number in numbers:
+            rec = load(folder, number)
+            entries.append({"number": number, "hash": rec.get("hash"), "time": rec.get("time"),
+                            "note": rec.get("note", "")})
+        out[name] = {"current": numbers[-1], "revisions": entries, "record": load(folder, numbers[-1])}
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["recorded", "read", "absent"], default="read"),
+            deployment=dict(type="str"),
+            plan=dict(type="dict"),
+            paths=dict(type="list", elements="str", default=[]),
+            note=dict(type="str", default=""),
+            keep=dict(type="int", default=3),
+            state_dir=dict(type="path", default="/var/lib/vllm-fleet/state"),
+            redact=dict(type="list", elements="str", default=[], no_log=True),
+        ),
+        required_if=[("state", "recorded", ("deployment", "plan")), ("state", "absent", ("deployment",))],
+        supports_check_mode=True,
+    )
+    p = module.params
+    name = p["deployment"]
+    if name is not None and (not NAME.match(name) or ".." in name):
+        module.fail_json(msg=f"deployment name {name!r} is not a safe name")
+    if p["state"] == "read":
+        module.exit_json(changed=False, deployments=read_all(p["state_dir"], name))
+    folder = os.path.join(p["state_dir"], name)
+    if p["state"] == "absent":
+        changed = os.path.isdir(folder)
+        if changed and not module.check_mode:
+            shutil.rmtree(folder)
+        module.exit_json(changed=changed)
+    if p["keep"] < 1:
+        module.fail_json(msg="keep must be at least 1")
+    plan = p["plan"]
+    body = json.dumps(plan, sort_keys=True, default=str)
+    if any(secret and secret in body for secret in p["redact"]):
+        module.fail_json(msg=f"refusing to record deployment {name}: its plan holds a secret value")
+    numbers = revisions(folder)
+    current = load(folder, numbers[-1]) if numbers else None
+    if current is not None and current.get("hash") == plan.get("hash") and \
+            sorted(current.get("paths") or []) == sorted(p["paths"]):
+        module.exit_json(changed=False, revision=numbers[-1], pruned=[])
+    number = (numbers[-1] + 1) if numbers else 1
+    record = {"deployment": name, "number": number, "hash": plan.get("hash"), "plan": plan,
+              "paths": sorted(set(p["paths"])), "note": p["note"],
+              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    pruned = []
+    keep_from = (numbers + [number])[-p["keep"]:][0]
+    for old in numbers:
+        if old < keep_from:
+            rec = load(folder, old)
+            pruned.append({"number": old, "hash": rec.get("hash"), "paths": rec.get("paths") or []})
+    if not module.check_mode:
+        os.makedirs(p["state_dir"], mode=0o700, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+        write_private(os.path.join(folder, f"rev-{number}.json"), record)
+        for old in pruned:
+            os.unlink(os.path.join(folder, f"rev-{old['number']}.json"))
+    module.exit_json(changed=True, revision=number, pruned=pruned)
+
+
+if __name__ == "__main__":
+    main()

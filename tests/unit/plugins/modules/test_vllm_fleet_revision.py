@@ -1,0 +1,77 @@
+"""Revisions recorded on the host, run the way Ansible runs a module (python3 module.py args.json):
+create -> repeat (unchanged) -> modify (new revision) -> prune -> read -> absent."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[4]
+MODULE = ROOT / "plugins" / "modules" / "vllm_fleet_revision.py"
+pytest.importorskip("ansible")
+
+
+def run(tmp_path, check=False, **args):
+    args.setdefault("state_dir", str(tmp_path / "state"))
+    if check:
+        args["_ansible_check_mode"] = True
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True, timeout=60)
+    return json.loads(proc.stdout)
+
+
+def plan(hash_, argv=("vllm", "serve", "m")):
+    return {"deployment": "minilm", "hash": hash_,
+            "processes": [{"name": "vllm-fleet-minilm", "argv": list(argv), "secret_env": ["VLLM_API_KEY"]}]}
+
+
+def test_record_repeat_modify_prune_read_absent(tmp_path):
+    first = run(tmp_path, state="recorded", deployment="minilm", plan=plan("h1"), note="first",
+                paths=["/opt/vllm-fleet/minilm"])
+    assert first["changed"] is True and first["revision"] == 1
+    folder = tmp_path / "state" / "minilm"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "rev-1.json").stat().st_mode) == 0o600
+    again = run(tmp_path, state="recorded", deployment="minilm", plan=plan("h1"), paths=["/opt/vllm-fleet/minilm"])
+    assert again["changed"] is False and again["revision"] == 1
+    for i, h in enumerate(("h2", "h3", "h4"), start=2):
+        out = run(tmp_path, state="recorded", deployment="minilm", plan=plan(h, ("vllm", "serve", h)),
+                  note=f"change {i}", paths=["/opt/vllm-fleet/minilm"])
+        assert out["changed"] is True and out["revision"] == i
+    # keep 3: revision 1 was pruned when 4 came, and returned for garbage collection
+    assert out["pruned"] == [{"number": 1, "hash": "h1", "paths": ["/opt/vllm-fleet/minilm"]}]
+    assert sorted(p.name for p in folder.iterdir()) == ["rev-2.json", "rev-3.json", "rev-4.json"]
+    read = run(tmp_path, state="read")
+    assert read["changed"] is False
+    entry = read["deployments"]["minilm"]
+    assert entry["current"] == 4 and [r["number"] for r in entry["revisions"]] == [2, 3, 4]
+    assert entry["record"]["plan"]["processes"][0]["argv"] == ["vllm", "serve", "h4"]
+    assert entry["revisions"][0]["note"] == "change 2" and entry["record"]["paths"] == ["/opt/vllm-fleet/minilm"]
+    gone = run(tmp_path, state="absent", deployment="minilm")
+    assert gone["changed"] is True and not folder.exists()
+    assert run(tmp_path, state="read")["deployments"] == {}
+
+
+def test_check_mode_writes_nothing(tmp_path):
+    out = run(tmp_path, check=True, state="recorded", deployment="minilm", plan=plan("h1"))
+    assert out["changed"] is True and not (tmp_path / "state").exists()
+
+
+def test_a_secret_value_is_never_written(tmp_path):
+    leaky = plan("h1", ("vllm", "serve", "m", "--api-key", "SENTINEL-9"))
+    out = run(tmp_path, state="recorded", deployment="minilm", plan=leaky, redact=["SENTINEL-9"])
+    assert out.get("failed") and "secret" in out["msg"] and "SENTINEL-9" not in json.dumps(out)
+    assert not (tmp_path / "state" / "minilm").exists()
+
+
+@pytest.mark.parametrize("name", ["..", "a/b", "../etc", "x\ny", "UPPER"])
+def test_unsafe_deployment_names_are_refused(tmp_path, name):
+    out = run(tmp_path, state="recorded", deployment=name, plan=plan("h1"))
+    assert out.get("failed") and "not a safe name" in out["msg"]
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
