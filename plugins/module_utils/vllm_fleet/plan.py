@@ -165,12 +165,12 @@ def validation_problems(cat: Catalog, hf_id: str, strategy: Optional[str], kv_of
 def gpus_per_node(argv: Sequence[str], nodes: int) -> int:
     """GPUs one node of a rendered vLLM command uses: TP x PP x DP over the instance's nodes
     (``--data-parallel-size-local`` counts when given)."""
-    tp = _int_flag(argv, "--tensor-parallel-size", _int_flag(argv, "-tp", 1))
-    pp = _int_flag(argv, "--pipeline-parallel-size", _int_flag(argv, "-pp", 1))
-    local = _int_flag(argv, "--data-parallel-size-local", 0)
+    tp = _alias_int(argv, ("--tensor-parallel-size", "-tp"), 1)
+    pp = _alias_int(argv, ("--pipeline-parallel-size", "-pp"), 1)
+    local = _alias_int(argv, ("--data-parallel-size-local", "-dpl"), 0)
     if local:
         return tp * local * max(1, pp // max(nodes, 1))
-    dp = _int_flag(argv, "--data-parallel-size", _int_flag(argv, "-dp", 1))
+    dp = _alias_int(argv, ("--data-parallel-size", "-dp"), 1)
     total = tp * pp * dp
     return -(-total // max(nodes, 1))
 
@@ -246,7 +246,9 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
                 ports.append(int((proc.get("health") or {}).get("port") or 0))
             for port in [p for p in ports if p]:
                 other = seen.get((machine, port))
-                if other is not None and other[2] != proc["name"]:
+                # (the same deployment on two inventory hosts of one machine clashes too: same
+                # container / unit name and port)
+                if other is not None and (other[0], other[2]) != (host, proc["name"]):
                     problems.append(
                         f"{host}: vllm_fleet_port: port {port} on machine {machine} is used twice: "
                         f"{other[2]} (deployment {other[1]!r}, host {other[0]}) and {proc['name']} "
@@ -257,10 +259,12 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
 
 
 def _differs(hosts: Sequence[HostInput], key: str) -> Optional[str]:
-    values = {json.dumps(h.settings.get(key), sort_keys=True, default=str) for h in hosts}
-    if len(values) > 1:
+    values = [json.dumps(h.settings.get(key), sort_keys=True, default=str) for h in hosts]
+    if len(set(values)) > 1:
+        odd = next(h for h, v in zip(hosts, values) if v != values[0])
         detail = ", ".join(f"{h.name}={h.settings.get(key)!r}" for h in hosts[:6])
-        return f"vllm_fleet_{key} differs inside deployment {hosts[0].settings.get('deployment')!r}: {detail}"
+        return (f"{odd.name}: vllm_fleet_{key} differs inside deployment "
+                f"{hosts[0].settings.get('deployment')!r}: {detail}")
     return None
 
 
@@ -274,19 +278,22 @@ def _instances(hosts: Sequence[HostInput], nodes: int) -> Tuple[List[List[HostIn
     groups = list(named.values())
     if len(loose) % nodes:
         problems.append(
-            f"{len(loose)} hosts ({', '.join(h.name for h in loose)}) cannot form instances of "
+            f"{loose[0].name}: vllm_fleet_nodes: {len(loose)} hosts ({', '.join(h.name for h in loose)}) "
+            f"cannot form instances of "
             f"{nodes} nodes: set vllm_fleet_nodes, add/remove hosts, or set vllm_fleet_instance per host")
     else:
         groups += [loose[i:i + nodes] for i in range(0, len(loose), nodes)]
     ordered: List[List[HostInput]] = []
     for group in groups:
         if len(group) != nodes:
-            problems.append(f"instance {group[0].instance!r} has {len(group)} hosts "
+            problems.append(f"{group[0].name}: vllm_fleet_instance: instance {group[0].instance!r} "
+                            f"has {len(group)} hosts "
                             f"({', '.join(h.name for h in group)}); the strategy needs {nodes}")
             continue
         ranks = [h.node_rank for h in group if h.node_rank is not None]
         if len(set(ranks)) != len(ranks) or any(not 0 <= r < nodes for r in ranks):
-            problems.append(f"vllm_fleet_node_rank values {sorted(ranks)} in instance of "
+            problems.append(f"{_bad_rank(group, nodes).name}: vllm_fleet_node_rank values {sorted(ranks)} "
+                            f"in instance of "
                             f"{', '.join(h.name for h in group)} must be distinct and in 0..{nodes - 1}")
             continue
         slots: List[Optional[HostInput]] = [None] * nodes
@@ -336,6 +343,27 @@ def flag_values(argv: Sequence[str], flag: str) -> List[str]:
     return out
 
 
+def _alias_int(argv: Sequence[str], flags: Sequence[str], default: int) -> int:
+    """The last numeric value any of ``flags`` (one option's aliases, e.g. ``--tensor-parallel-size``
+    and ``-tp``) is given: vLLM's parser keeps the last, whichever spelling it used."""
+    value = default
+    argv = [str(a) for a in argv]
+    for i, tok in enumerate(argv):
+        for flag in flags:
+            given = argv[i + 1] if tok == flag and i + 1 < len(argv) else \
+                tok.split("=", 1)[1] if tok.startswith(flag + "=") else None
+            if given is not None and given.isdigit():
+                value = int(given)
+    return value
+
+
+def _bad_rank(hosts: Sequence[HostInput], size: int) -> HostInput:
+    """The first host whose vllm_fleet_node_rank is out of 0..size-1 or taken twice."""
+    ranks = [h.node_rank for h in hosts]
+    return next((h for h in hosts if h.node_rank is not None and
+                 (not 0 <= h.node_rank < size or ranks.count(h.node_rank) > 1)), hosts[0])
+
+
 def _int_flag(argv: Sequence[str], flag: str, default: int) -> int:
     """The flag's last numeric value (last wins, as in vLLM's parser), else ``default``."""
     numbers = [v for v in flag_values(argv, flag) if v.isdigit()]
@@ -353,7 +381,8 @@ def _check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], versi
     for flag, removed in REMOVED_FLAGS.items():
         if flag in argv and (have is None or have >= version_tuple(removed)):
             shown = version or "latest"
-            problems.append(f"{where}: flag {flag} was removed in vLLM {removed} and vLLM {shown} "
+            problems.append(f"{where}: vllm_fleet_extra_args: flag {flag} was removed in vLLM {removed} "
+                            f"and vLLM {shown} "
                             f"rejects it: drop it from vllm_fleet_extra_args (or pin an older vllm_fleet_vllm_version)")
     return problems
 
@@ -406,7 +435,8 @@ def _ordered_pool(hosts: List[HostInput], what: str, problems: List[str]) -> Lis
     """Inventory order; explicit vllm_fleet_node_rank values win (distinct, in range)."""
     ranks = [h.node_rank for h in hosts if h.node_rank is not None]
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < len(hosts) for r in ranks):
-        problems.append(f"vllm_fleet_node_rank values {sorted(ranks)} in the {what} "
+        problems.append(f"{_bad_rank(hosts, len(hosts)).name}: vllm_fleet_node_rank values {sorted(ranks)} "
+                        f"in the {what} "
                         f"({', '.join(h.name for h in hosts)}) must be distinct and in 0..{len(hosts) - 1}")
         return hosts
     slots: List[Optional[HostInput]] = [None] * len(hosts)
@@ -428,8 +458,8 @@ def _single_role_host(dep: Deployment, hosts: Sequence[HostInput], role: str,
                       default: Optional[HostInput]) -> Optional[HostInput]:
     chosen = _with_role(hosts, role)
     if len(chosen) > 1:
-        dep.problems.append(f"deployment {dep.name!r}: {len(chosen)} hosts have vllm_fleet_role {role} "
-                            f"({', '.join(h.name for h in chosen)}); exactly one may")
+        dep.problems.append(f"{chosen[1].name}: vllm_fleet_role: {len(chosen)} hosts of deployment {dep.name!r} "
+                            f"have vllm_fleet_role {role} ({', '.join(h.name for h in chosen)}); exactly one may")
     return chosen[0] if chosen else default
 
 
@@ -457,7 +487,8 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
                             f"valid: {', '.join(ROLE_NAMES)}")
     engine_hosts = [h for h in hosts if _engine_host(h)]
     if not engine_hosts:
-        problems.append(f"deployment {settings.get('deployment') or hf_id!r}: no host runs vLLM "
+        problems.append(f"{hosts[0].name}: vllm_fleet_role: deployment {settings.get('deployment') or hf_id!r}: "
+                        f"no host runs vLLM "
                         f"(every host has a service-only vllm_fleet_role: "
                         f"{', '.join(h.name + '=' + '/'.join(h.roles) for h in hosts)})")
     if problems:
@@ -477,7 +508,8 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         hw_of[host.name] = hw
     kinds = {hw for hw in hw_of.values() if hw}
     if len(kinds) > 1:
-        problems.append("mixed hardware in one deployment: " +
+        odd = next(n for n, hw in hw_of.items() if hw and hw != next(h for h in hw_of.values() if h))
+        problems.append(f"{odd}: vllm_fleet_hardware: mixed hardware in one deployment: " +
                         ", ".join(f"{n}={hw}" for n, hw in hw_of.items()) +
                         " (split the group, one deployment per hardware)")
     if problems:
@@ -493,7 +525,8 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
     try:
         select.complete(recipe, req, cat.strategies, cat.taxonomy)
     except RenderError as exc:
-        raise PlanError([f"{hosts[0].name}: {exc}"]) from exc
+        field = getattr(exc, "field", None)   # select.ChoiceError: the choice at fault
+        raise PlanError([f"{hosts[0].name}: {'vllm_fleet_' + field + ': ' if field else ''}{exc}"]) from exc
     deploy_type = select.deploy_type(cat.strategies, req.strategy)
     store = cat.strategies.get(req.kv_offload) if req.kv_offload in cat.kv_stores() else None
     invalid = validation_problems(cat, hf_id, req.strategy, req.kv_offload if store else None)
@@ -588,12 +621,13 @@ def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_t
     return _place_engines(dep, groups, prefix, lambda index: rendering)
 
 
-def _pool_spec(dep: Deployment, role: str, count: int) -> Dict[str, Any]:
+def _pool_spec(dep: Deployment, role: str, count: int, host: str = "") -> Dict[str, Any]:
     raw = dep.settings.get("pd_nodes")
     spec = as_map(raw).get(role) if isinstance(raw, dict) else None
     nodes = spec.get("nodes") if isinstance(spec, dict) else spec
     if nodes is not None and nodes != count:
-        dep.problems.append(f"vllm_fleet_pd_nodes.{role} asks for {nodes} nodes but the inventory of "
+        dep.problems.append(f"{host + ': ' if host else ''}vllm_fleet_pd_nodes.{role} asks for {nodes} nodes "
+                            f"but the inventory of "
                             f"deployment {dep.name!r} has {count} host(s) with vllm_fleet_role {role}")
     out: Dict[str, Any] = {"nodes": count, "rank": 0}
     if isinstance(spec, dict) and spec.get("parallelism"):
@@ -610,9 +644,9 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
         if len(bare) == 1:
             pools = {role: bare for role in PD_ROLES}
         else:
-            problems.append(f"P/D deployment {dep.name!r}: set vllm_fleet_role prefill or decode on each "
-                            f"GPU host ({', '.join(h.name for h in hosts)}); only a single host may run both "
-                            f"pools co-located")
+            problems.append(f"{hosts[0].name}: vllm_fleet_role: P/D deployment {dep.name!r}: set vllm_fleet_role "
+                            f"prefill or decode on each GPU host ({', '.join(h.name for h in hosts)}); only a single "
+                            f"host may run both pools co-located")
             return []
     for host in hosts:
         if not host.roles and host not in pools["prefill"]:
@@ -620,12 +654,13 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
                             f"(prefill, decode, router, master or store)")
     for role in PD_ROLES:
         if not pools[role]:
-            problems.append(f"P/D deployment {dep.name!r}: no host with vllm_fleet_role {role}")
+            problems.append(f"{hosts[0].name}: vllm_fleet_role: P/D deployment {dep.name!r} has no host with "
+                            f"vllm_fleet_role {role}")
     shared = [h for h in pools["prefill"] if h in pools["decode"]]
     if shared:
         colocated = True
         if len(pools["prefill"]) > 1 or len(pools["decode"]) > 1:
-            problems.append(f"{shared[0].name}: prefill and decode on the same host is the co-located "
+            problems.append(f"{shared[0].name}: vllm_fleet_role: prefill and decode on the same host is the co-located "
                             f"layout (half the GPUs each); it needs exactly one host in each pool")
     if problems:
         return []
@@ -634,7 +669,8 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
     engine = [h for i, h in enumerate(engine) if h not in engine[:i]]
     if not colocated:
         _need_address(engine, problems, "P/D pool endpoints")
-    specs = None if colocated else {role: _pool_spec(dep, role, len(pools[role])) for role in PD_ROLES}
+    specs = None if colocated else {role: _pool_spec(dep, role, len(pools[role]), pools[role][0].name)
+                                           for role in PD_ROLES}
     values = dep.values
     for role in PD_ROLES:
         for i, host in enumerate(pools[role]):
@@ -678,7 +714,7 @@ def _place_kv(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
     raw = dep.settings.get("kv_instances")
     wanted = raw.get("count") if isinstance(raw, dict) else raw
     if wanted not in (None, "") and int(wanted) != count:
-        problems.append(f"vllm_fleet_kv_instances is {wanted} but the inventory of deployment "
+        problems.append(f"{members[0].name}: vllm_fleet_kv_instances is {wanted} but the inventory of deployment "
                         f"{dep.name!r} forms {count} instance(s) of {nodes} node(s) "
                         f"({', '.join(h.name for h in members)})")
         return []
@@ -800,7 +836,8 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
     def resolved(text: str, where: str) -> str:
         out, missing = substitute(text, values)
         for name in missing:
-            problems.append(f"{host.name}: placeholder ${name} in {where} has no value "
+            var = "vllm_fleet_iface" if name == "IFACE_NAME" else f"vllm_fleet_placeholders.{name}"
+            problems.append(f"{host.name}: {var}: placeholder ${name} in {where} has no value "
                             f"(set vllm_fleet_placeholders.{name}"
                             f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
         return out

@@ -19,7 +19,16 @@ BLACKWELL_CONSTRAINT = {"brand": "NVIDIA", "generation": "blackwell"}
 
 
 class ChoiceError(RenderError):
-    """An operator choice that is not valid; the message lists the valid values."""
+    """An operator choice that is not valid; the message lists the valid values.
+
+    ``field``: the choice at fault (``variant``, ``hardware``, ``strategy``, ``nodes``,
+    ``features``, ``feature_modes``, ``kv_offload``), so the plan can name the inventory
+    variable (``vllm_fleet_<field>``); None when no single choice is.
+    """
+
+    def __init__(self, message: str, field: Optional[str] = None):
+        super().__init__(message)
+        self.field = field
 
 
 def profiles(taxonomy: Mapping[str, Any]) -> Dict[str, Dict[str, Any]]:
@@ -191,10 +200,10 @@ class Choice:
     offered_strategies: List[str]
 
 
-def _one_of(what: str, value: Any, valid: Sequence[str], where: str = "") -> ChoiceError:
+def _one_of(what: str, value: Any, valid: Sequence[str], where: str = "", field: Optional[str] = None) -> ChoiceError:
     listing = ", ".join(valid) if valid else "(none)"
     suffix = f" for {where}" if where else ""
-    return ChoiceError(f"unknown {what} {value!r}{suffix}; valid: {listing}")
+    return ChoiceError(f"unknown {what} {value!r}{suffix}; valid: {listing}", field)
 
 
 def complete(recipe: Mapping[str, Any], req: Request, strategies: Mapping[str, Any],
@@ -202,18 +211,18 @@ def complete(recipe: Mapping[str, Any], req: Request, strategies: Mapping[str, A
     """Fill unset choices with upstream's defaults and reject invalid ones."""
     variants = as_map(recipe.get("variants"))
     if req.variant not in variants:
-        raise _one_of("variant", req.variant, list(variants), req.hf_id)
+        raise _one_of("variant", req.variant, list(variants), req.hf_id, "variant")
     variant = as_map(variants[req.variant])
     candidates = compatible_hardware(recipe, variant, taxonomy)
     if req.hardware is None:
         req.hardware = default_hardware(recipe, variant, taxonomy)
         if req.hardware is None:
-            raise ChoiceError(f"variant {req.variant!r} of {req.hf_id} runs on no known hardware")
+            raise ChoiceError(f"variant {req.variant!r} of {req.hf_id} runs on no known hardware", "variant")
     elif req.hardware not in profiles(taxonomy):
-        raise _one_of("hardware", req.hardware, list(profiles(taxonomy)))
+        raise _one_of("hardware", req.hardware, list(profiles(taxonomy)), field="hardware")
     elif req.hardware not in candidates:
         raise ChoiceError(f"variant {req.variant!r} of {req.hf_id} cannot run on {req.hardware!r}; "
-                          f"valid hardware: {', '.join(candidates) or '(none)'}")
+                          f"valid hardware: {', '.join(candidates) or '(none)'}", "variant")
     hw = hardware(taxonomy, req.hardware)
     offered = offered_strategies(recipe, req.hardware, strategies, taxonomy)
     omni = bool(as_map(recipe.get("omni"))) and not offered
@@ -234,7 +243,7 @@ def complete(recipe: Mapping[str, Any], req: Request, strategies: Mapping[str, A
         nodes = max(need, req.node_count or 1)
         req.strategy = recommend_strategy(recipe, offered, nodes)
         if req.strategy is None:
-            raise ChoiceError(f"{req.hf_id} offers no strategy on {req.hardware!r}")
+            raise ChoiceError(f"{req.hf_id} offers no strategy on {req.hardware!r}", "hardware")
         if deploy_type(strategies, req.strategy) == "single_node":
             # upstream's API keeps the grown count here (same argv); one node is what runs
             req.node_count = 1
@@ -243,19 +252,19 @@ def complete(recipe: Mapping[str, Any], req: Request, strategies: Mapping[str, A
     elif req.strategy not in offered:
         known = [s for s in strategies if deploy_type(strategies, s) != "kv_store_lb"]
         if req.strategy not in known:
-            raise _one_of("strategy", req.strategy, known)
+            raise _one_of("strategy", req.strategy, known, field="strategy")
         raise ChoiceError(f"strategy {req.strategy!r} is not offered for {req.hf_id} on "
-                          f"{req.hardware!r}; valid: {', '.join(offered) or '(none)'}")
+                          f"{req.hardware!r}; valid: {', '.join(offered) or '(none)'}", "strategy")
     kind = deploy_type(strategies, req.strategy)
     floor = gpu_floor(recipe, req.strategy, req.hardware)
     if kind == "single_node" and req.node_count > 1:
-        raise ChoiceError(f"strategy {req.strategy!r} runs on one node; got --nodes {req.node_count}")
+        raise ChoiceError(f"strategy {req.strategy!r} runs on one node; got --nodes {req.node_count}", "nodes")
     if kind == "multi_node" and floor and req.node_count * hw.gpu_count < floor:
         least = math.ceil(floor / hw.gpu_count)
         raise ChoiceError(f"strategy {req.strategy!r} needs at least {floor} GPUs on {req.hardware!r} "
-                          f"({least} nodes of {hw.gpu_count}); got --nodes {req.node_count}")
+                          f"({least} nodes of {hw.gpu_count}); got --nodes {req.node_count}", "nodes")
     if kind == "multi_node" and req.node_count < 1:
-        raise ChoiceError(f"--nodes must be at least 1; got {req.node_count}")
+        raise ChoiceError(f"--nodes must be at least 1; got {req.node_count}", "nodes")
     _check_features(recipe, req)
     _check_kv(req, strategies, taxonomy)
     return Choice(req, candidates, offered)
@@ -282,13 +291,13 @@ def _check_features(recipe: Mapping[str, Any], req: Request) -> None:
         req.features = default_features(recipe, variant, req.hardware)
     for name in req.features:
         if name not in features:
-            raise _one_of("feature", name, list(features), req.hf_id)
+            raise _one_of("feature", name, list(features), req.hf_id, "features")
     for name, mode in req.feature_modes.items():
         modes = as_map(as_map(features.get(name)).get("modes"))
         if name not in features:
-            raise _one_of("feature", name, list(features), req.hf_id)
+            raise _one_of("feature", name, list(features), req.hf_id, "feature_modes")
         if mode not in modes:
-            raise _one_of(f"mode of feature {name!r}", mode, list(modes), req.hf_id)
+            raise _one_of(f"mode of feature {name!r}", mode, list(modes), req.hf_id, "feature_modes")
 
 
 def _check_kv(req: Request, strategies: Mapping[str, Any], taxonomy: Mapping[str, Any]) -> None:
@@ -297,4 +306,4 @@ def _check_kv(req: Request, strategies: Mapping[str, Any], taxonomy: Mapping[str
     valid = list(as_map(taxonomy.get("kv_offload"))) + [
         s for s in strategies if deploy_type(strategies, s) == "kv_store_lb"]
     if req.kv_offload not in valid:
-        raise _one_of("kv offload option", req.kv_offload, valid)
+        raise _one_of("kv offload option", req.kv_offload, valid, field="kv_offload")
