@@ -13,6 +13,10 @@
 #   POST /v1/completions                 a short canned text_completion (stream: SSE chunks)
 #   POST /v1/chat/completions            a short canned chat.completion (stream: SSE chunks)
 #   POST /v1/embeddings                  fixed-dimension (384) unit vectors, one per input
+#   GET  /metrics                        Prometheus text: vllm:num_requests_running / _waiting (the
+#                                        requests in flight), vllm:request_success_total, as vLLM
+# VLLM_STANDIN_LATENCY=S (seconds, float) makes every POST take that long, so requests are in
+# flight while a rollout drains a server.
 # `kv_transfer_params` of a completion/chat request body is echoed back in the response, as
 # vLLM's P/D KV connectors return it, so a P/D router (vllm-router) can chain prefill and
 # decode through it. `model` must be a served name (404 otherwise, as vLLM); omitted = the
@@ -131,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self, method: str):
         path = self.path.split("?", 1)[0]
         routes = {"GET": {"/health": self.health, "/ping": self.health, "/version": self.version,
-                          "/v1/models": self.models},
+                          "/v1/models": self.models, "/metrics": self.metrics},
                   "POST": {"/v1/completions": self.completions, "/v1/chat/completions": self.chat,
                            "/v1/embeddings": self.embeddings, "/ping": self.health}}
         handler = routes.get(method, {}).get(path)
@@ -148,7 +152,16 @@ class Handler(BaseHTTPRequestHandler):
             except (ValueError, UnicodeDecodeError) as exc:
                 self._error(400, f"invalid JSON body: {exc}", "BadRequestError")
                 return
-            handler(body)
+            with self.server.lock:
+                self.server.running += 1
+            try:
+                if self.server.latency:
+                    time.sleep(self.server.latency)
+                handler(body)
+            finally:
+                with self.server.lock:
+                    self.server.running -= 1
+                    self.server.done += 1
         else:
             handler()
 
@@ -167,6 +180,20 @@ class Handler(BaseHTTPRequestHandler):
 
     def version(self):
         self._send(200, {"version": VERSION})
+
+    def metrics(self):
+        with self.server.lock:
+            running, done = self.server.running, self.server.done
+        name = self.server.names[0]
+        lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                 "# TYPE vllm:num_requests_running gauge",
+                 f'vllm:num_requests_running{{engine="0",model_name="{name}"}} {float(running)}',
+                 "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+                 "# TYPE vllm:num_requests_waiting gauge",
+                 f'vllm:num_requests_waiting{{engine="0",model_name="{name}"}} 0.0',
+                 "# TYPE vllm:request_success_total counter",
+                 f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="{name}"}} {float(done)}']
+        self._send(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4")
 
     def models(self):
         created = int(self.server.started)
@@ -304,6 +331,9 @@ def serve(host: str, port: int, names, model: str, api_keys=None) -> None:
     keys = [k for k in (api_keys or [os.environ.get("VLLM_API_KEY")]) if k]
     server.api_keys = keys
     server.started = time.time()
+    server.lock = threading.Lock()
+    server.running = server.done = 0
+    server.latency = float(os.environ.get("VLLM_STANDIN_LATENCY") or 0)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -533,7 +533,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
     if invalid:
         raise PlanError([f"{hosts[0].name}: vllm_fleet_recipe: {hf_id} does not validate: {p}" for p in invalid])
     allowed = ({"prefill", "decode", "router", "master", "store"} if deploy_type == "pd_cluster"
-               else {"instance", "master", "store", "router"} if store else set())
+               else {"instance", "master", "store", "router"} if store else {"instance", "router"})
     for host in hosts:
         for role in host.roles:
             if role not in allowed:
@@ -612,13 +612,31 @@ def _place_engines(dep: Deployment, groups: List[List[HostInput]], roles_prefix:
 
 def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_type: str) -> List[Slot]:
     nodes = dep.req.node_count if deploy_type == "multi_node" else 1
-    groups, problems = _instances(hosts, nodes)
+    members = [h for h in hosts if not h.roles or "instance" in h.roles]
+    groups, problems = _instances(members, nodes)
     dep.problems.extend(problems)
     if problems:
         return []
     rendering = resolve(dep.recipe, dep.req, cat.strategies, cat.taxonomy)
     prefix = "-i{index}" if nodes > 1 and len(groups) > 1 else ""
-    return _place_engines(dep, groups, prefix, lambda index: rendering)
+    slots = _place_engines(dep, groups, prefix, lambda index: rendering)
+    router_host = _single_role_host(dep, hosts, "router", None)
+    if router_host is not None:
+        slots += _services(dep, hosts, [], router_host, router_host, _front_door(dep, groups, rendering))
+    return slots
+
+
+def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering) -> Process:
+    """vllm-router in front of a plain deployment's instances (``vllm_fleet_role: router`` on a
+    host): one --worker-urls list of every instance head, round robin."""
+    _need_address([g[0] for g in groups], dep.problems, "router backend")
+    proc = next(p for p in rendering.processes if p.kind == "vllm")
+    given = flag_values(as_list(dep.settings.get("extra_args")), "--port")
+    port = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0)
+               or proc.port or DEFAULT_PORT)
+    urls = [f"http://{g[0].address}:{port}" for g in groups]
+    return Process("router", 0, ["vllm-router", "--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
+                                 "--worker-urls", *urls, "--policy", "round_robin"], kind="router")
 
 
 def _pool_spec(dep: Deployment, role: str, count: int, host: str = "") -> Dict[str, Any]:
@@ -998,9 +1016,43 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             "processes": processes,
             "files": sorted(files.values(), key=lambda f: f["path"]),
             "config_dir": f"{CONFIG_ROOT}/{dep.name}",
+            "address": mine[0].host.address,
         }
         entry["hash"] = plan_hash({"processes": processes, "files": entry["files"]})
         out[host_name] = entry
+    _drain_targets(out)
+    return out
+
+
+def _drain_targets(out: Dict[str, Dict[str, Any]]) -> None:
+    """Give every serving engine process that a router of its deployment lists as a worker the
+    router to drain it from (``drain``: router host, port, the worker URL the router knows)."""
+    routers = [(host, proc) for host, entry in out.items() for proc in entry["processes"]
+               if proc["kind"] == "router" and "--worker-urls" in proc["argv"]]
+    for host, entry in out.items():
+        entry["drain"] = None
+        for proc in entry["processes"]:
+            proc["drain"] = None
+            if proc["kind"] not in ("vllm", "omni") or not proc.get("serves_http"):
+                continue
+            address = entry.get("address")
+            url = f"http://{address}:{proc['port']}"
+            for router_host, router in routers:
+                if url in flag_values_list(router["argv"], "--worker-urls"):
+                    proc["drain"] = entry["drain"] = {"router_host": router_host, "router_port": router["port"],
+                                                      "url": url}
+
+
+def flag_values_list(argv: Sequence[str], flag: str) -> List[str]:
+    """The values of a list flag (``--flag A B C``, up to the next ``--option``)."""
+    argv = [str(a) for a in argv]
+    if flag not in argv:
+        return []
+    out = []
+    for tok in argv[argv.index(flag) + 1:]:
+        if tok.startswith("--"):
+            break
+        out.append(tok)
     return out
 
 
