@@ -156,9 +156,11 @@ VARIABLES: Tuple[Var, ...] = (
     Var("router_version", "str", "vllm-router version from PyPI.", pattern=EXACT_VERSION_RE,
         pattern_hint="an exact version such as 0.1.17"),
     # --- rollout
-    Var("rollout_batch", "int", "Instances per rollout batch (default: all in one batch).", minimum=1,
-        maximum=100000),
-    Var("max_fail_percentage", "int", "Share of a batch's hosts that may fail before the rollout stops.",
+    Var("rollout_batch", "batch", "Instances per rollout batch: a number, a percentage (`\"25%\"`) or a list of "
+        "them whose last entry repeats (default `[1, \"25%\"]`: a canary instance, then a quarter at a time).",
+        minimum=1, maximum=100000),
+    Var("max_fail_percentage", "int", "Share of a batch's instances that may fail (and be rolled back) before the "
+        "rollout stops.",
         default=0, minimum=0, maximum=100),
     # --- secrets (vault them)
     Var("hf_token", "str", "Hugging Face token (vault it): `HF_TOKEN` in the process environment, never argv.",
@@ -166,7 +168,7 @@ VARIABLES: Tuple[Var, ...] = (
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
     Var("api_key", "str", "API key the servers require (vault it): `VLLM_API_KEY`, never argv.", scope="secret",
         pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
-        roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
+        roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health", "vllm_fleet_drain")),
     Var("secret_digest_key", "str", "Key of the keyed digest of the secret values that makes a rotated secret "
         "redeploy (default: a random key kept on the controller; set it, vaulted, when several controllers deploy).",
         scope="secret", pattern=re.compile(r"^\S{16,4096}$"), pattern_hint="at least 16 characters without whitespace"),
@@ -293,6 +295,25 @@ class _Checker:
                 return None
             out = [self.text(spec, item, f"{where}[{i}]") for i, item in enumerate(items)]
             return None if None in out else out
+        if kind == "batch":
+            steps = value if isinstance(value, list) else [value]
+            out = []
+            for i, step in enumerate(steps):
+                at = f"{where}[{i}]" if isinstance(value, list) else where
+                if isinstance(step, str) and PERCENT_RE.match(step.strip()) and step.strip() != "0%":
+                    out.append(step.strip())
+                else:
+                    number = self.whole(spec, step, at, spec.minimum, spec.maximum) if not (
+                        isinstance(step, str) and step.strip().endswith("%")) else None
+                    if number is None:
+                        if isinstance(step, str) and step.strip().endswith("%"):
+                            self.bad(at, f"{step!r} is not a percentage from 1% to 100%")
+                        return None
+                    out.append(number)
+            if not out:
+                self.bad(where, "must not be an empty list")
+                return None
+            return out if isinstance(value, list) else out[0]
         if kind == "list":
             return self.listing(spec, value, where)
         if kind == "dict":
@@ -451,10 +472,10 @@ def markdown_table() -> str:
     """The README's variable table (one row per variable, in declaration order)."""
     rows = ["| variable | scope | type | default | meaning |", "|---|---|---|---|---|"]
     for v in VARIABLES:
-        kind = {"str_or_list": "str or list", "port": "int 1-65535"}.get(v.kind, v.kind)
+        kind = {"str_or_list": "str or list", "port": "int 1-65535", "batch": "int, % or list"}.get(v.kind, v.kind)
         if v.choices and v.kind != "str_or_list":
             kind = " \\| ".join(f"`{c}`" for c in v.choices)
-        elif v.minimum is not None:
+        elif v.minimum is not None and v.kind != "batch":
             kind += f" {v.minimum}-{v.maximum}" if v.maximum is not None else f" >= {v.minimum}"
         default = "" if v.default is None else f"`{str(v.default).lower() if isinstance(v.default, bool) else v.default}`"
         rows.append(f"| `{v.full}` | {v.scope} | {kind} | {default} | {v.meaning} |")

@@ -959,7 +959,8 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
 
 def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:
     req, profile = dep.req, dep.profile
-    batch_size = int(dep.settings.get("rollout_batch") or 0)
+    units_all = sorted({s.unit_index for s in slots if s.unit_index is not None})
+    batch_of = rollout_batches(len(units_all), dep.settings.get("rollout_batch"))
     by_host: Dict[str, List[Slot]] = {}
     for slot in slots:
         by_host.setdefault(slot.host.name, []).append(slot)
@@ -981,7 +982,7 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
         first = processes[mine.index(primary)]
         batch = None
         if engine is not None:
-            batch = units.index(engine.unit_index) // batch_size if batch_size > 0 else 0
+            batch = batch_of[units.index(engine.unit_index)]
         entry = {
             "deployment": dep.name,
             "recipe": req.hf_id,
@@ -1007,6 +1008,7 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             "head": engine.head.name if engine is not None else host_name,
             "node_rank": engine.rank if engine is not None else 0,
             "batch": batch,
+            "max_fail_percentage": int(dep.settings.get("max_fail_percentage") or 0),
             "phases": sorted({s.phase for s in mine}, key=("services", "engine", "router").index),
             "command": "\n".join(vllm_shell(p["argv"]) if p["kind"] in ("vllm", "omni") else " ".join(p["argv"])
                                  for p in processes),
@@ -1053,6 +1055,28 @@ def flag_values_list(argv: Sequence[str], flag: str) -> List[str]:
         if tok.startswith("--"):
             break
         out.append(tok)
+    return out
+
+
+DEFAULT_BATCHES: Tuple[Any, ...] = (1, "25%")   # a canary instance, then a quarter at a time
+
+
+def rollout_batches(count: int, spec: Any = None) -> List[int]:
+    """Batch number of each of ``count`` instances (in order). ``spec``: a number of instances,
+    a percentage of the deployment's instances (``"25%"``), or a list of those whose last entry
+    repeats, like Ansible's ``serial``; default: a canary of one, then batches of 25 %."""
+    steps = list(spec) if isinstance(spec, (list, tuple)) else [spec] if spec not in (None, "") else list(DEFAULT_BATCHES)
+    sizes = []
+    for step in steps:
+        text = str(step).strip()
+        size = -(-count * int(text[:-1]) // 100) if text.endswith("%") else int(text)
+        sizes.append(max(1, size))
+    out: List[int] = []
+    batch = 0
+    while len(out) < count:
+        size = sizes[min(batch, len(sizes) - 1)]
+        out += [batch] * min(size, count - len(out))
+        batch += 1
     return out
 
 

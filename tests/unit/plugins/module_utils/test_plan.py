@@ -314,7 +314,12 @@ def test_rollout_batches_by_instance(cat):
     assert rollout(out) == {"order": ["n1", "n0", "n2", "n3", "n4", "n5"], "serial": [2, 2, 2]}
     names = {out[f"n{i}"]["processes"][0]["name"] for i in range(6)}
     assert len(names) == 6  # instances never share a process name
-    assert rollout(plan(cat, [host("x"), host("y")])) == {"order": ["x", "y"], "serial": [2]}
+    # default: a canary instance, then batches of 25 % of the instances
+    assert rollout(plan(cat, [host("x"), host("y")])) == {"order": ["x", "y"], "serial": [1, 1]}
+    eight = plan(cat, [host(f"h{i}") for i in range(8)])
+    assert rollout(eight)["serial"] == [1, 2, 2, 2, 1]
+    assert rollout(plan(cat, [host("x", rollout_batch="100%"), host("y", rollout_batch="100%")]))["serial"] == [2]
+    assert rollout(plan(cat, [host(f"h{i}", rollout_batch=[2, "50%"]) for i in range(6)]))["serial"] == [2, 3, 1]
 
 
 @pytest.mark.parametrize("strategy,source,model", [
