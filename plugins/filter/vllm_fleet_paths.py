@@ -55,6 +55,38 @@ def owned_path(path, roots, prefix=None):
                              f"roots ({', '.join(map(str, roots))})")
 
 
+def teardown_targets(plan, recorded, orphans=False):
+    """What teardown removes on a host, per deployment: the deployment of today's plan, every
+    revision of it recorded on the host, and (``orphans``) every other recorded deployment.
+    Each target: deployment, containers (with their kept ``-prev``), units (reverse start
+    order: routers before the Mooncake store, the store before its master), recorded paths."""
+    targets = {}
+
+    def add(name, processes, paths):
+        entry = targets.setdefault(name, {"deployment": name, "processes": {}, "paths": set()})
+        for proc in processes or []:
+            entry["processes"].setdefault(proc["name"], proc.get("runtime"))
+        entry["paths"].update(paths or [])
+
+    if plan:
+        add(plan["deployment"], plan.get("processes"), [])
+    for name, entry in sorted((recorded or {}).items()):
+        if name in targets or orphans:
+            for revision in [entry.get("record") or {}]:
+                add(name, (revision.get("plan") or {}).get("processes"), revision.get("paths"))
+    out = []
+    for name, entry in targets.items():
+        procs = list(entry["processes"].items())
+        out.append({
+            "deployment": name,
+            "containers": [n + suffix for n, rt in procs if rt == "docker" for suffix in ("", "-prev")],
+            "units": [n for n, rt in reversed(procs) if rt in ("uv", "service")],
+            "paths": sorted(entry["paths"]),
+            "orphan": not plan or name != plan["deployment"],
+        })
+    return out
+
+
 class FilterModule:
     def filters(self):
-        return {"vllm_fleet_owned_path": owned_path}
+        return {"vllm_fleet_owned_path": owned_path, "vllm_fleet_teardown_targets": teardown_targets}

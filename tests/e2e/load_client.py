@@ -2,12 +2,13 @@
 """A bounded client load for rollout tests (stdlib only; runs inside a test host).
 
   python3 load_client.py URL MODEL OUT.json [--rate 8] [--max-seconds 600] [--stop-file F]
-        [--api-key K] [--kind completion|embedding]
+        [--api-key K] [--kind completion|embedding] [--workers-url URL/list_workers]
 
 Sends --rate requests per second (each in its own thread, 30 s timeout) to URL until the stop
 file appears or --max-seconds pass (and never more than rate x max-seconds requests), checks
 every response (HTTP 200 and a well-formed body naming MODEL) and writes a summary to OUT.json:
-requests, ok, failed, the first failures, and the time of each failure.
+requests, ok, failed, the first failures, and the time of each failure. With --workers-url it
+also reads a vllm-router's worker list once a second: min_workers is the capacity floor.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--stop-file")
     ap.add_argument("--api-key")
     ap.add_argument("--kind", choices=("completion", "embedding"), default="completion")
+    ap.add_argument("--workers-url")
     args = ap.parse_args()
     path = "/v1/completions" if args.kind == "completion" else "/v1/embeddings"
     body = ({"model": args.model, "prompt": "vllm-fleet rollout", "max_tokens": 4} if args.kind == "completion"
@@ -66,6 +68,20 @@ def main() -> int:
             else:
                 stats["ok"] += 1
 
+    workers = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            try:
+                with urllib.request.urlopen(args.workers_url, timeout=5) as resp:
+                    workers.append(len(json.loads(resp.read().decode()).get("urls") or []))
+            except Exception:
+                pass
+            done.wait(1.0)
+
+    if args.workers_url:
+        threading.Thread(target=sample, daemon=True).start()
     threads = []
     limit = int(args.rate * args.max_seconds)
     n = 0
@@ -80,8 +96,10 @@ def main() -> int:
         time.sleep(max(0.0, next_at - time.monotonic()))
     for thread in threads:
         thread.join(timeout=35)
+    done.set()
     lat = sorted(stats.pop("latencies")) or [0.0]
-    stats.update(requests=n, seconds=round(time.monotonic() - start, 1), p50=round(lat[len(lat) // 2], 3),
+    stats.update(min_workers=min(workers) if workers else None, max_workers=max(workers) if workers else None,
+                 requests=n, seconds=round(time.monotonic() - start, 1), p50=round(lat[len(lat) // 2], 3),
                  p99=round(lat[min(len(lat) - 1, int(len(lat) * 0.99))], 3))
     tmp = args.out + ".tmp"
     with open(tmp, "w", encoding="utf-8") as handle:

@@ -162,6 +162,10 @@ VARIABLES: Tuple[Var, ...] = (
     Var("max_fail_percentage", "int", "Share of a batch's instances that may fail (and be rolled back) before the "
         "rollout stops.",
         default=0, minimum=0, maximum=100),
+    Var("rollback", "str", "`auto`: an instance whose new revision fails to start or pass its health gate is put "
+        "back on its previous revision; `off`: it is stopped.", default="auto", choices=("auto", "off")),
+    Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
+        default=3, minimum=1, maximum=100),
     # --- secrets (vault them)
     Var("hf_token", "str", "Hugging Face token (vault it): `HF_TOKEN` in the process environment, never argv.",
         scope="secret", pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
@@ -182,6 +186,10 @@ VARIABLES: Tuple[Var, ...] = (
     Var("state_dir", "str", "Where each host records what it runs.", scope="run",
         default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+$"),
         pattern_hint="an absolute path"),
+    Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
+        pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}$"), pattern_hint="one line of at most 500 characters"),
+    Var("teardown_orphans", "bool", "teardown.yml also removes deployments recorded on the hosts that are no "
+        "longer in the inventory.", scope="run", default=False),
     Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",
         default=False),
 )

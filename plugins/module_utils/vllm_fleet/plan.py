@@ -618,7 +618,9 @@ def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_t
     if problems:
         return []
     rendering = resolve(dep.recipe, dep.req, cat.strategies, cat.taxonomy)
-    prefix = "-i{index}" if nodes > 1 and len(groups) > 1 else ""
+    # instances of one deployment are named apart (-i0, -i1, ...) as soon as there are several:
+    # names stay unique across the fleet (logs, metrics, a shared container engine)
+    prefix = "-i{index}" if len(groups) > 1 else ""
     slots = _place_engines(dep, groups, prefix, lambda index: rendering)
     router_host = _single_role_host(dep, hosts, "router", None)
     if router_host is not None:

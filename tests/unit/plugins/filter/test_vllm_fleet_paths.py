@@ -46,3 +46,28 @@ def test_unit_files_need_the_bundle_prefix():
 
 def test_the_filter_is_registered():
     assert paths.FilterModule().filters()["vllm_fleet_owned_path"] is paths.owned_path
+
+
+def _record(processes, paths=()):
+    return {"current": 1, "revisions": [], "record": {"plan": {"processes": processes}, "paths": list(paths)}}
+
+
+def test_teardown_targets_join_the_plan_and_the_hosts_records():
+    plan = {"deployment": "minilm", "processes": [{"name": "vllm-fleet-minilm", "runtime": "docker"}]}
+    recorded = {
+        # an older revision of the same deployment ran a unit too
+        "minilm": _record([{"name": "vllm-fleet-minilm", "runtime": "docker"},
+                           {"name": "vllm-fleet-minilm-router", "runtime": "service"}], ["/opt/vllm-fleet/minilm"]),
+        # renamed away from the inventory: an orphan
+        "old-name": _record([{"name": "vllm-fleet-old-name", "runtime": "uv"}], ["/etc/vllm-fleet/old-name/x.json"]),
+    }
+    targets = paths.teardown_targets(plan, recorded)
+    assert targets == [{"deployment": "minilm", "containers": ["vllm-fleet-minilm", "vllm-fleet-minilm-prev"],
+                        "units": ["vllm-fleet-minilm-router"], "paths": ["/opt/vllm-fleet/minilm"], "orphan": False}]
+    with_orphans = paths.teardown_targets(plan, recorded, orphans=True)
+    assert [t["deployment"] for t in with_orphans] == ["minilm", "old-name"]
+    assert with_orphans[1] == {"deployment": "old-name", "containers": [], "units": ["vllm-fleet-old-name"],
+                               "paths": ["/etc/vllm-fleet/old-name/x.json"], "orphan": True}
+    # a host without a plan (its group left the inventory): only its records, and only on request
+    assert paths.teardown_targets(None, recorded) == []
+    assert [t["deployment"] for t in paths.teardown_targets(None, recorded, orphans=True)] == ["minilm", "old-name"]

@@ -35,7 +35,9 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
     assert out["a"]["vendor"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
-    assert out["a"]["processes"][0]["name"] == out["b"]["processes"][0]["name"]
+    # two instances of one deployment: named apart (unique across the fleet)
+    assert out["a"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i0"
+    assert out["b"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i1"
 
 
 def test_rocm_hosts_get_the_rocm_image(cat):

@@ -1,0 +1,141 @@
+"""Safe updates of a running deployment: three instances of the seed recipe behind the
+deployment's own vllm-router (REAL vllm-router, FAKE H200 hosts, the stand-in GPU image in light
+mode with 0.2 s per request so requests are in flight while an instance drains), under a bounded
+client load for the whole rollout.
+
+1. A good change rolls out batch by batch (canary, then the rest), each instance drained from
+   the router, switched, health-gated and put back: 0 failed requests, every instance on the new
+   revision, a revision recorded on every engine host.
+2. A bad change (a flag vLLM rejects at start): the canary instance is put back on its previous
+   container automatically, the other instances are never touched, the load sees 0 failed
+   requests and the run fails with the summary.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, docker_inspect, host_exec, playbook
+
+pytestmark = pytest.mark.e2e
+
+SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
+ENGINES = ("roll-a", "roll-b", "roll-c")
+GROUPS = {"roll_cluster": {"hosts": {"roll-a": "h200x8", "roll-b": "h200x8", "roll-c": "h200x8", "roll-r": "none"},
+                           "vars": {"vllm_fleet_deployment": "roll"}}}
+HOST_VARS = {"roll-r": {"vllm_fleet_role": "router"}}
+COMMON = {
+    "vllm_fleet_recipe": SEED,
+    "vllm_fleet_runtime": "docker",
+    "vllm_fleet_docker_pull": "never",
+    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_LATENCY": "0.2"},
+    "vllm_fleet_health_timeout": 90,
+    "vllm_fleet_services_wheelhouse": "/srv/wheels",
+}
+GOOD = ["--max-model-len", "4096"]
+
+
+@pytest.fixture(scope="module")
+def roll(make_fleet):
+    made = make_fleet("roll", GROUPS, COMMON)
+    hv = Path(made.inventory[-1]).with_name("host_vars.yml")
+    hv.write_text(json.dumps({"all": {"hosts": HOST_VARS}}, indent=2) + "\n")
+    made.inventory.append(str(hv))
+    run = playbook("deploy.yml", made.inventory, "-l", "roll_cluster")
+    assert run.rc == 0, run
+    src = ROOT / "tests" / "e2e" / "load_client.py"
+    assert host_exec(made.container("roll-r"), ["mkdir", "-p", "/opt/load"]).returncode == 0
+    subprocess.run(["docker", "cp", str(src), f"{made.container('roll-r')}:/opt/load/load_client.py"], check=True)
+    yield made
+    playbook("teardown.yml", made.inventory, "-l", "roll_cluster")
+
+
+class Load:
+    """The bounded client load, run on the router host against the router (127.0.0.1:8000)."""
+
+    def __init__(self, fleet, name):
+        self.host, self.name = fleet.container("roll-r"), name
+        host_exec(self.host, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.stop"])
+        subprocess.run(["docker", "exec", "-d", self.host, "python3", "/opt/load/load_client.py",
+                        "http://127.0.0.1:8000", SEED, f"/opt/load/{name}.json", "--rate", "6",
+                        "--max-seconds", "500", "--stop-file", f"/opt/load/{name}.stop",
+                        "--workers-url", "http://127.0.0.1:8000/list_workers"], check=True)
+        time.sleep(3)
+
+    def stop(self) -> dict:
+        host_exec(self.host, ["touch", f"/opt/load/{self.name}.stop"])
+        for _ in range(60):
+            out = host_exec(self.host, ["cat", f"/opt/load/{self.name}.json"])
+            if out.returncode == 0 and out.stdout.strip():
+                stats = json.loads(out.stdout)
+                print(f"load {self.name}: {stats['requests']} requests in {stats['seconds']} s, "
+                      f"{stats['failed']} failed, capacity floor {stats['min_workers']} of {stats['max_workers']} "
+                      f"instances, p50 {stats['p50']} s, p99 {stats['p99']} s; failures: {stats['failures']}")
+                return stats
+            time.sleep(1)
+        raise AssertionError("the load client wrote no summary")
+
+
+NAMES = {"roll-a": "vllm-fleet-roll-i0", "roll-b": "vllm-fleet-roll-i1", "roll-c": "vllm-fleet-roll-i2"}
+
+
+def running(fleet, host):
+    c = docker_inspect(NAMES[host])
+    assert c is not None and c["State"]["Running"], (host, c and c["State"])
+    assert c["HostConfig"]["NetworkMode"] == f"container:{docker_inspect(fleet.container(host))['Id']}"
+    assert docker_inspect(NAMES[host] + "-prev") is None, "the kept previous revision was not removed"
+    return c
+
+
+def test_rolling_update_under_load_has_no_failed_requests(roll):
+    before = {h: running(roll, h)["Id"] for h in ENGINES}
+    load = Load(roll, "good")
+    run = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
+                   "-e", json.dumps({"vllm_fleet_extra_args": GOOD, "vllm_fleet_change_note": "max-model-len 4096"}))
+    stats = load.stop()
+    assert run.rc == 0, run
+    assert stats["failed"] == 0, stats
+    assert stats["requests"] >= 5 * 10 and stats["ok"] == stats["requests"], stats
+    assert stats["min_workers"] == 2 and stats["max_workers"] == 3, stats   # capacity never dropped by more than a batch
+    for host in ENGINES:
+        c = running(roll, host)
+        assert c["Id"] != before[host] and c["Config"]["Cmd"][-2:] == GOOD, host
+        rec = host_exec(roll.container(host), ["sh", "-c", "cat /var/lib/vllm-fleet/state/roll/rev-*.json"])
+        assert "max-model-len 4096" in rec.stdout and '"number": 2' in rec.stdout, rec.stdout[-500:]
+        mode = host_exec(roll.container(host), ["stat", "-c", "%a", "/var/lib/vllm-fleet/state/roll"]).stdout.strip()
+        assert mode == "700"
+    workers = host_exec(roll.container("roll-r"), ["python3", "-c", "import urllib.request as u;print(u.urlopen('http://127.0.0.1:8000/list_workers').read().decode())"])
+    assert len(json.loads(workers.stdout)["urls"]) == 3
+
+
+def test_a_bad_revision_is_rolled_back_under_load(roll):
+    before = {h: running(roll, h) for h in ENGINES}
+    load = Load(roll, "bad")
+    t0 = time.monotonic()
+    run = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
+                   "-e", json.dumps({"vllm_fleet_extra_args": GOOD + ["--no-such-flag-for-vllm"]}))
+    seconds = time.monotonic() - t0
+    stats = load.stop()
+    assert run.rc != 0, run
+    assert stats["failed"] == 0, stats
+    assert "rolled back" in run.out, run
+    canary = running(roll, "roll-a")
+    # the canary serves its previous revision again: the same argv and image as before
+    assert canary["Config"]["Cmd"] == before["roll-a"]["Config"]["Cmd"]
+    assert canary["Image"] == before["roll-a"]["Image"]
+    assert "--no-such-flag-for-vllm" not in canary["Config"]["Cmd"]
+    # the other instances were never touched
+    for host in ("roll-b", "roll-c"):
+        c = running(roll, host)
+        assert c["Id"] == before[host]["Id"] and c["State"]["StartedAt"] == before[host]["State"]["StartedAt"], host
+    out = host_exec(roll.container("roll-a"), ["python3", "-c",
+                    "import json,urllib.request as u;r=u.Request('http://127.0.0.1:8000/v1/completions',"
+                    f"data=json.dumps({{'model':'{SEED}','prompt':'x','max_tokens':2}}).encode(),"
+                    "headers={'Content-Type':'application/json'});print(u.urlopen(r,timeout=30).status)"])
+    assert out.stdout.strip() == "200", out
+    print(f"rollback run: {seconds:.1f} s")
