@@ -2,7 +2,9 @@
 
 `python3 -m nox` runs the default sessions (what CI runs through .ci/run), in order:
   collections  (see below)
-  unit         pytest over tests/unit (engine, validator, CLI), no ../shared needed
+  unit         pytest over tests/unit (engine, validator, CLI, the Ansible modules, action and
+               callback plugins on real ansible-core), no ../shared needed; a test skipped
+               for a reason not starting with "platform:" fails the session
   conformance  every record of ../shared/conformance/cases.jsonl.gz through the
                render-batch code path; 100 % exact agreement required
   lint         ansible-lint (production profile) over playbooks/ and roles/, and
@@ -12,8 +14,9 @@
                the seed on fake H200/MI300X hosts, the CPU recipe served for real through
                docker and uv+systemd, idempotent re-runs, preflight, teardown
 Other sessions:
-  demo         the README's quick start: a real deploy of the CPU recipe on 2 test hosts
-               (`-- down` removes it)
+  demo         the README's quick start: a real deploy of the CPU recipe on 2 test hosts;
+               `-- status`, `-- redeploy`, `-- down` (all the demo made), `-- down --purge`
+               (also the testbed: images, venv, caches; `--dry-run` lists them with sizes)
   collections  extract the collections of requirements.yml from the `ansible` wheel
                (PyPI) into .ansible/collections; no Galaxy access needed
   bench        corpus render benchmark: wall time and peak memory (prints figures)
@@ -26,11 +29,18 @@ Other sessions:
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).resolve().parent
+# No ANSI colour escapes in CI logs: Ansible, ansible-lint, pytest, pip and Molecule all honour
+# one of these; set when the output is not a terminal or CI is set (an explicit value wins).
+if os.environ.get("CI") or not sys.stdout.isatty():
+    for _key, _value in {"NO_COLOR": "1", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0",
+                         "PY_COLORS": "0"}.items():
+        os.environ.setdefault(_key, _value)
 SHARED = ROOT.parent / "shared"
 nox.options.sessions = ["collections", "unit", "conformance", "lint", "e2e", "molecule"]
 nox.options.reuse_existing_virtualenvs = True
@@ -43,11 +53,16 @@ def _install(session: nox.Session) -> None:
 
 @nox.session(python=False if os.environ.get("VLLM_FLEET_NOX_NO_VENV") else None)
 def unit(session: nox.Session) -> None:
-    """Unit tests (mirror plugins/): engine rules, validator, loader, CLI."""
+    """Unit tests (mirror plugins/): engine, validator, loader, CLI, modules and plugins.
+
+    ansible-core is installed so the modules' Ansible entry points, the action and callback
+    plugins and the playbook templates run for real; --fail-on-skip (tests/unit/skip_policy.py)
+    fails the session on any skip whose reason does not start with "platform:".
+    """
     if session.venv_backend != "none":
-        _install(session)
+        session.install("-e", ".", "pytest>=8", "ansible-core>=2.17,<2.20")
     session.run("python", "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
-                *session.posargs)
+                "--fail-on-skip", *session.posargs)
 
 
 @nox.session
@@ -170,8 +185,12 @@ def e2e(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Quick start: deploy the CPU recipe for real on a 2-host local testbed."""
+    """Quick start: deploy the CPU recipe for real on a 2-host local testbed.
+
+    posargs: [up] | status | redeploy | down [--purge [--dry-run]]  (tests/testbed/demo.py)
+    """
     session.install("-e", ".", "ansible-core>=2.17,<2.20")
-    if session.posargs[:1] != ["down"]:
+    command = next((a for a in session.posargs if a in ("up", "status", "redeploy", "down")), "up")
+    if command == "up":   # the others need no setup (and down removes it)
         session.run("bash", "tests/testbed/setup.sh", external=True)
     session.run("python", "tests/testbed/demo.py", *session.posargs)

@@ -14,6 +14,13 @@ description:
     completion, or an embedding for pooling models) and checks the answer.
   - While waiting it watches the process (docker container or systemd unit) and fails
     at once when it died, returning the last lines of its log.
+  - "Progress: with O(window) set, one call waits at most O(window) seconds and then returns
+    C(waiting=true) with what it awaits, the last answer, the process state and the last
+    log line; the next call passes the seconds already waited in O(waited), so the overall
+    bound stays O(timeout). The project's action plugin of the same name makes these calls
+    in a loop and prints one progress line per call."
+  - Secret values (O(api_key), O(hf_token)) are masked in everything it returns, the log
+    tail included.
   - Never changes anything.
 options:
   url:
@@ -39,9 +46,23 @@ options:
     type: float
     default: 5
   api_key:
-    description: Bearer token when the server requires one.
+    description: Bearer token when the server requires one (masked in all output).
     type: str
     no_log: true
+  hf_token:
+    description: The deployment's Hugging Face token, only to mask it in the log tail and messages.
+    type: str
+    no_log: true
+  window:
+    description:
+      - Seconds one call may wait for /health before it returns C(waiting=true); C(0) waits
+        the whole O(timeout) in one call.
+    type: float
+    default: 0
+  waited:
+    description: Seconds earlier calls of the same gate already waited (counted against O(timeout)).
+    type: float
+    default: 0
   runtime:
     description: How the process runs, to watch it and read its log.
     type: str
@@ -68,9 +89,29 @@ EXAMPLES = r"""
 
 RETURN = r"""
 health_seconds:
-  description: Seconds until /health answered 200.
+  description: Seconds until /health answered 200 (O(waited) included).
   type: float
   returned: success
+waiting:
+  description: The window ended before /health answered; call again with O(waited).
+  type: bool
+  returned: always
+awaiting:
+  description: What the gate waits for (the /health URL), while waiting.
+  type: str
+  returned: when waiting
+last_answer:
+  description: The last answer of /health (HTTP status or connection error), while waiting.
+  type: str
+  returned: when waiting
+state:
+  description: The process state (container or unit), while waiting.
+  type: str
+  returned: when waiting
+log_line:
+  description: The last line of the process log, secrets masked, while waiting.
+  type: str
+  returned: when waiting
 models:
   description: Model ids listed by /v1/models.
   type: list
@@ -81,7 +122,7 @@ response:
   type: dict
   returned: success
 log_tail:
-  description: Last lines of the process log.
+  description: Last lines of the process log, secrets masked.
   type: str
   returned: failure
 """
@@ -106,8 +147,38 @@ def http(method, url, api_key=None, body=None, timeout=30.0):
             return resp.status, resp.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError) as exc:
+    except urllib.error.URLError as exc:
+        return None, str(exc.reason)   # e.g. "[Errno 111] Connection refused"
+    except OSError as exc:
         return None, str(exc)
+
+
+MASK = "********"
+
+
+def masker(secrets):
+    """A function that replaces every secret value in a string (longest first)."""
+    values = sorted({v for v in secrets if v}, key=len, reverse=True)
+
+    def mask(text):
+        if not isinstance(text, str):
+            return text
+        for value in values:
+            text = text.replace(value, MASK)
+        return text
+
+    return mask
+
+
+def masked(value, mask):
+    """``value`` (str, list, dict, nested) with every string masked."""
+    if isinstance(value, str):
+        return mask(value)
+    if isinstance(value, dict):
+        return {k: masked(v, mask) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [masked(v, mask) for v in value]
+    return value
 
 
 class Process:
@@ -139,15 +210,21 @@ class Process:
             return False, f"restarted {restarts - self.first_restarts} time(s) while starting (crash loop)"
         return status == "running", status
 
-    def log_tail(self):
+    def log_tail(self, lines=None):
+        lines = str(lines or self.lines)
         if self.runtime == "docker":
-            rc, out, err = self.module.run_command(["docker", "logs", "--tail", str(self.lines), self.name])
+            rc, out, err = self.module.run_command(["docker", "logs", "--tail", lines, self.name])
             return (out + err).strip()
         if self.runtime in ("uv", "service"):
             rc, out, err = self.module.run_command(
-                ["journalctl", "-u", self.name + ".service", "-n", str(self.lines), "--no-pager", "-o", "cat"])
+                ["journalctl", "-u", self.name + ".service", "-n", lines, "--no-pager", "-o", "cat"])
             return (out or err).strip()
         return ""
+
+    def last_log_line(self):
+        """The last non-empty log line (a few lines are read: stderr and stdout interleave)."""
+        tail = [line for line in self.log_tail(5).splitlines() if line.strip()]
+        return tail[-1].strip()[:300] if tail else ""
 
 
 def main():
@@ -159,6 +236,9 @@ def main():
             timeout=dict(type="int", default=900),
             interval=dict(type="float", default=5),
             api_key=dict(type="str", no_log=True),
+            hf_token=dict(type="str", no_log=True),
+            window=dict(type="float", default=0),
+            waited=dict(type="float", default=0),
             runtime=dict(type="str", choices=["docker", "uv", "service", "none"], default="none"),
             process_name=dict(type="str"),
             log_lines=dict(type="int", default=40),
@@ -168,12 +248,18 @@ def main():
     p = module.params
     base = p["url"].rstrip("/")
     proc = Process(module, p["runtime"] if p["process_name"] else "none", p["process_name"], p["log_lines"])
+    mask = masker([p["api_key"], p["hf_token"]])
 
     def fail(msg, **extra):
-        module.fail_json(msg=msg, log_tail=proc.log_tail(), **extra)
+        module.fail_json(msg=mask(msg), log_tail=mask(proc.log_tail()), **masked(extra, mask))
+
+    def done(**result):
+        module.exit_json(**{"changed": False, "waiting": False, **masked(result, mask)})
 
     start = time.monotonic()
-    deadline = start + p["timeout"]
+    waited = max(0.0, p["waited"])
+    deadline = start + max(0.0, p["timeout"] - waited)
+    window_end = start + p["window"] if p["window"] > 0 else None
     last = None
     polls = 0
     while True:
@@ -186,16 +272,20 @@ def main():
         if not alive:
             fail(f"{p['process_name']} is not running ({state}) while waiting for {base}/health "
                  f"(last answer: {last})", polls=polls)
-        if time.monotonic() + p["interval"] > deadline:
+        now = time.monotonic()
+        if now + p["interval"] > deadline:
             fail(f"{base}/health did not answer 200 within {p['timeout']} s (last answer: {last})",
                  polls=polls)
+        if window_end is not None and now + p["interval"] > window_end:
+            # this call's share of the wait is over: report, the caller calls again
+            done(waiting=True, awaiting=f"{base}/health", last_answer=last, state=state,
+                 log_line=proc.last_log_line(), polls=polls, waited=round(waited + now - start, 1))
         time.sleep(p["interval"])
-    health_seconds = round(time.monotonic() - start, 1)
+    health_seconds = round(waited + time.monotonic() - start, 1)
 
     if not p["served_model_name"]:
         # a router or another non-vLLM HTTP service: /health is the whole gate
-        module.exit_json(changed=False, health_seconds=health_seconds, polls=polls, models=[],
-                         response="no model check (service)")
+        done(health_seconds=health_seconds, polls=polls, models=[], response="no model check (service)")
     status, text = http("GET", base + "/v1/models", p["api_key"])
     try:
         models = [m.get("id") for m in json.loads(text).get("data", [])]
@@ -227,8 +317,7 @@ def main():
             fail(f"POST {base}/v1/completions failed (HTTP {status}): {text[:300]}")
         response = {"endpoint": "/v1/completions", "text": choice.get("text"),
                     "finish_reason": choice.get("finish_reason")}
-    module.exit_json(changed=False, health_seconds=health_seconds, polls=polls, models=models,
-                     response=response)
+    done(health_seconds=health_seconds, polls=polls, models=models, response=response)
 
 
 if __name__ == "__main__":

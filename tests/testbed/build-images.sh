@@ -36,6 +36,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/testbed/progress.sh
+source "$HERE/progress.sh"   # with_progress: a line every 20 s while a long step runs
 CACHE_DIR=${CACHE_DIR:-/var/cache/vllm-fleet}
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 SUITE=bookworm
@@ -82,7 +84,7 @@ need_debootstrap() {
     local t; t=$(date +%s.%N)
     log "installing debootstrap"
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    with_progress build-images -- apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
     log "installed debootstrap in $(elapsed "$t") s"
 }
 
@@ -110,8 +112,10 @@ rootfs_tarball() {
     local t; t=$(date +%s.%N)
     log "debootstrap $name ($inc) ..." >&2
     # --cache-dir keeps the downloaded .debs so the second image / FRESH rebuild downloads less.
-    if ! debootstrap --variant=minbase --include="$inc" --cache-dir="$CACHE_DIR/debs" \
-            "$SUITE" "$work/rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1; then
+    # (a progress line every 20 s: elapsed and debootstrap's last log line, e.g. "I: Unpacking ...")
+    if ! with_progress build-images --out "$work/debootstrap.log" -- \
+            debootstrap --variant=minbase --include="$inc" --cache-dir="$CACHE_DIR/debs" \
+            "$SUITE" "$work/rootfs" "$MIRROR"; then
         echo "debootstrap failed; tail of $work/debootstrap.log:" >&2
         tail -n 30 "$work/debootstrap.log" >&2
         tail -n 30 "$work/rootfs/debootstrap/debootstrap.log" >&2 2>/dev/null || true

@@ -41,6 +41,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tests/testbed/progress.sh
+source "$HERE/progress.sh"   # with_progress: a line every 20 s while a long step runs
 REPO=$(cd "$HERE/../.." && pwd)
 CACHE_DIR=${CACHE_DIR:-/var/cache/vllm-fleet}
 VENV=${VLLM_CPU_VENV:-/opt/vllm-fleet-testbed/vllm-cpu}
@@ -123,18 +125,19 @@ build_cpu() {
     prepare_venv_copy "$WORK/rootfs"
     local src=rootfs/
     if [[ $mode == tar ]]; then
-        tar --numeric-owner -C "$WORK/rootfs" -cf "$WORK/rootfs.tar" .
+        with_progress build-serving-images -- tar --numeric-owner -C "$WORK/rootfs" -cf "$WORK/rootfs.tar" .
         rm -rf "$WORK/rootfs"; src=rootfs.tar
     fi
     log "context ($mode) ready in $(elapsed "$t") s: $(du -sh --apparent-size "$WORK" | cut -f1)"
     cpu_dockerfile "$src" >"$WORK/Dockerfile"
     local tb; tb=$(date +%s.%N)
-    docker build -q --network none \
+    # the build log (Step N/M ...) goes to a file; its last line shows in the progress lines
+    with_progress build-serving-images --out "$WORK/build.log" -- docker build --network none \
         --label org.vllm-fleet.testbed=1 --label org.vllm-fleet.context-mode="$mode" \
         --label org.vllm-fleet.venv-marker-sha256="$venv_hash" \
         --label org.vllm-fleet.recipe-sha256="$recipe_hash" \
         --label org.vllm-fleet.vllm-version="$(sed -n 's/^Version: //p' "$VENV"/lib/python3*/site-packages/vllm-*+cpu.dist-info/METADATA | head -n1)" \
-        -t "$CPU_REF" "$WORK" >/dev/null
+        -t "$CPU_REF" "$WORK" || { tail -n 30 "$WORK/build.log" >&2; exit 1; }
     log "$CPU_REF: docker build (context $mode) $(elapsed "$tb") s; total $(elapsed "$t") s; size $(size_of "$CPU_REF")"
     rm -rf "$WORK"; WORK=
     if [[ -n $old && $old != "$(docker image inspect -f '{{.Id}}' "$CPU_REF")" ]]; then
@@ -177,7 +180,8 @@ build_standin() {
     local name; for name in $templates; do standin_template "$name" >"$WORK/examples/$name"; done
     standin_dockerfile "$kind" >"$WORK/Dockerfile"
     local t; t=$(date +%s.%N)
-    docker build -q --network none --label org.vllm-fleet.standin-sha256="$key" -t "$ref" "$WORK" >/dev/null
+    with_progress build-serving-images -- \
+        docker build -q --network none --label org.vllm-fleet.standin-sha256="$key" -t "$ref" "$WORK" >/dev/null
     rm -rf "$WORK"; WORK=
     log "$ref (FAKE stand-in, $kind) built in $(elapsed "$t") s; $(docker image inspect -f '{{.Size}}' "$ref" | awk -v c="$(docker image inspect -f '{{.Size}}' "$CPU_REF")" '{printf "+%.0f kB", ($1-c)/1e3}') on the CPU image"
     if [[ -n $old && $old != "$(docker image inspect -f '{{.Id}}' "$ref")" ]]; then
@@ -294,11 +298,15 @@ verify_serve_one() {
     # --shm-size: vLLM's shared-memory ring buffer needs more than docker's default 64 MiB
     # (the docker role runs it with --ipc host instead).
     docker run -d --name "$name" --network none --shm-size 1g ${VERIFY_ENV[@]+"${VERIFY_ENV[@]}"} "$ref" "$@" >/dev/null
-    local deadline=$(( $(date +%s) + ${HEALTH_WAIT_S:-300} ))
+    local deadline=$(( $(date +%s) + ${HEALTH_WAIT_S:-300} )) note=$(( $(date +%s) + PROGRESS_S ))
     until docker exec "$name" python3 -c 'import urllib.request,sys; sys.exit(urllib.request.urlopen("http://127.0.0.1:8000/health", timeout=2).status != 200)' 2>/dev/null; do
         if [[ $(docker inspect -f '{{.State.Running}}' "$name") != true ]] || (( $(date +%s) >= deadline )) \
                 || docker logs --tail 5 "$name" 2>&1 | grep -q "Engine core initialization failed"; then
             log "ERROR: $ref did not get healthy; log tail:"; docker logs --tail 30 "$name" >&2; rm_verify; exit 1
+        fi
+        if (( $(date +%s) >= note )); then   # a line every 20 s while vLLM loads
+            log "verify $ref: waiting for /health, $(elapsed "$t") s; log: $(docker logs --tail 1 "$name" 2>&1 | cut -c1-160)"
+            note=$(( $(date +%s) + PROGRESS_S ))
         fi
         sleep 2
     done

@@ -6,6 +6,8 @@
 #  - waits (bounded, DOCKER_WAIT_S, default 60 s) for `docker info`
 # Idempotent: an engine that already answers is left alone.
 set -euo pipefail
+# shellcheck source=tests/testbed/progress.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/progress.sh"   # with_progress: a line every 20 s
 
 LOG=${DOCKERD_LOG:-/var/log/dockerd.log}
 PIDFILE=${DOCKERD_PIDFILE:-/var/run/docker.pid}
@@ -36,7 +38,7 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; 
     ti=$(date +%s.%N)
     log "dockerd missing: installing docker.io from Debian"
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends docker.io iptables >/dev/null
+    with_progress docker-engine -- apt-get install -y -qq --no-install-recommends docker.io iptables >/dev/null
     log "installed docker.io in $(elapsed "$ti") s"
 fi
 

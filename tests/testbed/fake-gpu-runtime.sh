@@ -51,8 +51,10 @@ restart_dockerd() {
     pid=$(dockerd_pid) || die "no dockerd pid in $PIDFILE: start the engine with $HERE/docker-engine.sh"
     local running; running=$(docker ps -q | wc -l)
     local idle_deadline=$(( $(date +%s) + ${WAIT_IDLE_S:-0} ))
+    local waited=0
     while (( running > 0 )) && [[ ${FORCE_RESTART:-0} != 1 ]] && (( $(date +%s) < idle_deadline )); do
-        sleep 5; running=$(docker ps -q | wc -l)
+        sleep 5; running=$(docker ps -q | wc -l); waited=$((waited + 5))
+        (( waited % 20 == 0 )) && log "waiting for the engine to be idle: $running container(s) still running, $waited s"
     done
     if (( running > 0 )); then
         if [[ ${FORCE_RESTART:-0} != 1 ]]; then

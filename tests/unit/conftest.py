@@ -5,7 +5,10 @@
 * offers the small recipe tree in ``tests/fixtures/tree`` (upstream layout: trimmed
   taxonomy, the nine strategies, the two kv_store deployments and a few synthetic
   recipes under ``models/test-org``) as a session-scoped ``catalog``;
-* offers ``render`` / ``proc`` helpers that build a :class:`Request` from keywords.
+* offers ``render`` / ``proc`` helpers that build a :class:`Request` from keywords;
+* loads the skip policy (tests/unit/skip_policy.py): with ``--fail-on-skip`` (the ``unit``
+  nox session passes it) a test skipped for a reason not starting with ``platform:`` fails
+  the run.
 
 Nothing here reads ``/work/shared``: the unit tests run from the repository alone.
 """
@@ -28,6 +31,7 @@ TREE = FIXTURES / "tree"
 OVERLAY = FIXTURES / "overlay"
 API_JSON = FIXTURES / "api" / "test-org" / "Api-Model.json"
 
+from skip_policy import pytest_addoption, pytest_configure  # noqa: E402,F401 - plugin hooks
 from vllm_fleet import loader  # noqa: E402
 from vllm_fleet.render import Request, resolve  # noqa: E402
 

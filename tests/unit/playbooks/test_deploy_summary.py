@@ -1,0 +1,112 @@
+"""deploy.yml's end-of-run summary (playbooks/templates/deploy_summary.j2) on real Ansible.
+
+A local-connection play gives four hosts the facts deploy.yml's plays leave behind (a plan,
+vllm_fleet_current, the health gate's report, a recorded failure; one host failed outright),
+then a second play runs the same summary task as deploy.yml's last play. Also: deploy.yml's
+rollout play targets no group pattern that can be missing (the warning of a re-run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("ansible")
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "playbooks" / "deploy.yml"
+
+
+def plan(deployment, runtime, port=8000, model="minilm"):
+    return {"deployment": deployment, "recipe": "sentence-transformers/all-MiniLM-L6-v2", "hardware": "xeon6",
+            "runtime": runtime, "processes": [{"name": f"vllm-fleet-{deployment}", "serves_http": True,
+                                               "port": port, "served_model_name": model}]}
+
+
+HOSTS = {
+    "a1": {"vllm_fleet_plan": plan("minilm-docker", "docker"), "vllm_fleet_current": False,
+           "vllm_fleet_health_report": {"vllm-fleet-minilm-docker": 61.4}},
+    "a2": {"vllm_fleet_plan": plan("minilm-docker", "docker"), "vllm_fleet_current": False,
+           "vllm_fleet_health_report": {"vllm-fleet-minilm-docker": 70.2}},
+    "b1": {"vllm_fleet_plan": plan("minilm-uv", "uv", 8001), "vllm_fleet_current": True},
+    "c1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False,
+           "vllm_fleet_deploy_failure": "Health gate: vllm-fleet-tiny is not running (exited)"},
+    "d1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False},
+    "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0}, "vllm_fleet_current": False,
+           "vllm_fleet_outcome": "rolled back", "vllm_fleet_outcome_detail": "failed node(s): ['r1']",
+           "vllm_fleet_deploy_failure": "Health gate: /health did not answer 200 within 900 s"},
+    "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1}, "vllm_fleet_current": False,
+           "vllm_fleet_rollout_stopped": True},
+    "n1": {},   # deploys nothing
+}
+
+
+def summary_task():
+    plays = yaml.safe_load(DEPLOY.read_text())
+    summary = [p for p in plays if p.get("name") == "Summarize the run"]
+    assert len(summary) == 1
+    return summary[0]["tasks"]
+
+
+def run_summary(tmp_path, check=False):
+    setup = {"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "Facts deploy.yml leaves", "ansible.builtin.set_fact": {"{{ item.key }}": "{{ item.value }}"},
+         "loop": "{{ hostfacts[inventory_hostname] | dict2items }}"},
+        {"name": "d1 fails", "ansible.builtin.fail": {"msg": "boom"}, "when": "inventory_hostname == 'd1'"},
+    ]}
+    summary = {"hosts": "all", "gather_facts": False, "tasks": summary_task()}
+    book = tmp_path / "summary.yml"
+    book.write_text(yaml.safe_dump([setup, summary], sort_keys=False))
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "deploy_summary.j2").write_text(
+        (ROOT / "playbooks" / "templates" / "deploy_summary.j2").read_text())
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("".join(f"{h} ansible_connection=local\n" for h in HOSTS))
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text("[defaults]\ncallback_result_format = json\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
+               ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inv), str(book),
+            "-e", json.dumps({"hostfacts": HOSTS})] + (["--check"] if check else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    m = re.search(r'ok: \[a1\] => (\{.*?\n\})', proc.stdout, re.S)
+    assert m, proc.stdout + proc.stderr
+    return json.loads(m.group(1))["msg"].split("\n"), proc.stdout
+
+
+def test_summary_lines(tmp_path):
+    msg, out = run_summary(tmp_path)
+    assert "[WARNING]" not in out
+    assert msg == [
+        "deployed 2, unchanged 1 (already running their plan), rolled back 1, failed 2, not reached 1; "
+        "7 host(s) with a recipe",
+        "big (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): rolled back on r1",
+        "  r1: Health gate: /health did not answer 200 within 900 s; failed node(s): ['r1']",
+        "big (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): not reached on r2",
+        "  r2: the rollout stopped before its batch",
+        "minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): deployed on a1, a2, "
+        "healthy after 70.2 s; serves minilm on port 8000",
+        "minilm-uv (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): unchanged on b1; serves minilm on port 8001",
+        "tiny (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): failed on c1, d1",
+        "  c1: Health gate: vllm-fleet-tiny is not running (exited)",
+        "  d1: see the task output above",
+    ]
+
+
+def test_summary_in_check_mode_says_would_deploy(tmp_path):
+    msg, _ = run_summary(tmp_path, check=True)
+    assert msg[0].startswith("would deploy 2, unchanged 1")
+    assert msg[5].startswith("minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): would deploy on a1, a2")
+
+
+def test_rollout_play_never_names_a_missing_group():
+    plays = yaml.safe_load(DEPLOY.read_text())
+    rollout = next(p for p in plays if p.get("name", "").startswith("Roll out the engines"))
+    assert rollout["hosts"] == "{{ 'vllm_fleet_rollout' if 'vllm_fleet_rollout' in groups else 'all:!all' }}"

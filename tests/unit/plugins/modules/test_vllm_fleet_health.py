@@ -1,0 +1,198 @@
+"""The health gate module, run the way Ansible runs it (python3 module.py args.json).
+
+A real HTTP server on 127.0.0.1 plays the vLLM server; a FAKE ``docker`` CLI (a script put
+first on PATH) plays the container runtime, so the process watch and the log tail are real
+code paths. Covered: the window (``waiting`` results and what they report), the overall
+bound across windows (``waited``), the fast failure of a dead process with its log tail,
+and the masking of the API key and the HF token in everything the module returns.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ansible")
+
+ROOT = Path(__file__).resolve().parents[4]
+MODULE = ROOT / "plugins" / "modules" / "vllm_fleet_health.py"
+API_KEY = "sk-test-0123456789abcdef"
+HF_TOKEN = "hf_SecretTokenForTheUnitTest42"
+
+FAKE_DOCKER = """#!/bin/sh
+# FAKE docker CLI for the health module's unit test: state from $FAKE_DOCKER_STATE
+case "$1" in
+  inspect) echo "$FAKE_DOCKER_STATE" ;;
+  logs) printf 'INFO starting with api key %s\\nINFO HF_TOKEN=%s loaded\\nINFO Loading weights (last line) key=%s\\n' \
+            "$FAKE_SECRET_1" "$FAKE_SECRET_2" "$FAKE_SECRET_1" ;;
+  *) exit 2 ;;
+esac
+"""
+
+
+class Server:
+    """/health answers 503 until `healthy_after` seconds passed (or `after_polls` requests were
+    answered 503), then 200; /v1/models and /v1/embeddings answer like a vLLM pooling server
+    serving `minilm`."""
+
+    def __init__(self, healthy_after: float = 0.0, after_polls: int = 0):
+        self.t0 = time.monotonic()
+        self.healthy_after = healthy_after
+        self.after_polls = after_polls
+        self.polls = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _send(self, status, body):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802 - http.server API
+                if self.path == "/health":
+                    outer.polls += 1
+                    ok = time.monotonic() - outer.t0 >= outer.healthy_after and outer.polls > outer.after_polls
+                    self._send(200 if ok else 503, {})
+                elif self.path == "/v1/models":
+                    self._send(200, {"data": [{"id": "minilm"}]})
+                else:
+                    self._send(404, {})
+
+            def do_POST(self):  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self._send(200, {"data": [{"embedding": [0.1] * 384}]})
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    made = []
+
+    def make(healthy_after=0.0, after_polls=0):
+        made.append(Server(healthy_after, after_polls))
+        return made[-1]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def fake_docker(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "docker"
+    script.write_text(FAKE_DOCKER)
+    script.chmod(0o755)
+    return bin_dir
+
+
+def run(tmp_path, fake_bin=None, state="running 0 0", **args):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, FAKE_DOCKER_STATE=state, FAKE_SECRET_1=API_KEY, FAKE_SECRET_2=HF_TOKEN)
+    if fake_bin:
+        env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True,
+                          timeout=60, env=env)
+    out = json.loads(proc.stdout)
+    out["_seconds"] = time.monotonic() - start
+    out["_raw"] = proc.stdout + proc.stderr
+    return out
+
+
+def test_window_returns_waiting_with_what_it_awaits(tmp_path, server, fake_docker):
+    srv = server(healthy_after=60)
+    out = run(tmp_path, fake_docker, url=srv.url, served_model_name="minilm", request="embedding",
+              timeout=30, interval=0.2, window=1, runtime="docker", process_name="vllm-fleet-x",
+              api_key=API_KEY, hf_token=HF_TOKEN)
+    assert not out.get("failed"), out
+    assert out["waiting"] is True and out["changed"] is False
+    assert out["awaiting"] == f"{srv.url}/health"
+    assert out["last_answer"] == "HTTP 503"
+    assert out["state"] == "running"
+    assert out["log_line"].startswith("INFO Loading weights (last line)")
+    assert 0.8 <= out["waited"] < 5 and out["polls"] >= 3
+    assert out["_seconds"] < 10
+
+
+def test_waited_counts_against_the_timeout(tmp_path, server):
+    srv = server(healthy_after=60)
+    out = run(tmp_path, url=srv.url, served_model_name="minilm", timeout=10, interval=0.2,
+              window=5, waited=9)
+    assert out["failed"] is True
+    assert f"{srv.url}/health did not answer 200 within 10 s (last answer: HTTP 503)" in out["msg"]
+    assert out["_seconds"] < 5
+
+
+def test_success_after_windows_reports_the_whole_wait(tmp_path, server):
+    srv = server(healthy_after=0)
+    out = run(tmp_path, url=srv.url, served_model_name="minilm", request="embedding", timeout=30,
+              interval=0.2, window=1, waited=40.0 - 30 + 12.5)
+    assert not out.get("failed") and out["waiting"] is False, out
+    assert out["health_seconds"] >= 22.5 and out["models"] == ["minilm"]
+    assert out["response"] == {"endpoint": "/v1/embeddings", "dimension": 384}
+
+
+def test_no_window_waits_in_one_call_as_before(tmp_path, server):
+    srv = server(after_polls=5)
+    out = run(tmp_path, url=srv.url, served_model_name="minilm", request="none", timeout=20,
+              interval=0.3)
+    assert not out.get("failed") and out["waiting"] is False, out
+    assert out["polls"] == 6 and out["health_seconds"] >= 1.5
+
+
+def test_dead_process_fails_at_once_with_a_masked_log_tail(tmp_path, server, fake_docker):
+    srv = server(healthy_after=60)
+    out = run(tmp_path, fake_docker, state="exited 0 1", url=srv.url, served_model_name="minilm",
+              timeout=30, interval=0.2, window=10, runtime="docker", process_name="vllm-fleet-x",
+              api_key=API_KEY, hf_token=HF_TOKEN)
+    assert out["failed"] is True and out["polls"] == 1
+    assert "vllm-fleet-x is not running (exited)" in out["msg"]
+    assert "INFO starting with api key ********" in out["log_tail"]
+    assert "HF_TOKEN=******** loaded" in out["log_tail"]
+    assert API_KEY not in out["_raw"] and HF_TOKEN not in out["_raw"]
+    assert out["_seconds"] < 10
+
+
+def test_secrets_are_masked_in_waiting_results(tmp_path, server, fake_docker):
+    srv = server(healthy_after=60)
+    out = run(tmp_path, fake_docker, url=srv.url, served_model_name="minilm", timeout=30,
+              interval=0.2, window=0.5, runtime="docker", process_name="vllm-fleet-x",
+              api_key=API_KEY, hf_token=HF_TOKEN)
+    assert out["waiting"] is True
+    assert out["log_line"].endswith("key=********")
+    assert API_KEY not in out["_raw"] and HF_TOKEN not in out["_raw"]
+
+
+def test_masker_masks_nested_values_longest_secret_first():
+    sys.path.insert(0, str(MODULE.parent))
+    try:
+        import vllm_fleet_health as mod
+    finally:
+        sys.path.pop(0)
+    mask = mod.masker(["abc", "abcdef", None, ""])
+    assert mask("x abcdef y abc") == "x ******** y ********"
+    assert mod.masked({"a": ["abc", 3, {"b": "zabcdefz"}]}, mask) == {"a": ["********", 3, {"b": "z********z"}]}
