@@ -76,7 +76,7 @@ def conformance(session: nox.Session) -> None:
                 "--recipes", str(SHARED / "conformance" / "recipes"), *session.posargs)
 
 
-MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_state"]
+MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_revision", "vllm_fleet_state"]
 
 
 @nox.session
@@ -86,8 +86,9 @@ def lint(session: nox.Session) -> None:
     session.run("ansible-lint", "--offline", "playbooks", "roles")
     for module in MODULES:
         session.run("ansible-doc", "-M", "plugins/modules", module, silent=True)
-    session.run("ansible-doc", "-t", "filter", "vllm_fleet_systemd_exec", silent=True)
-    session.log(f"ansible-doc rendered {len(MODULES)} modules and the filter")
+    for name in ("vllm_fleet_systemd_exec", "vllm_fleet_owned_path"):
+        session.run("ansible-doc", "-t", "filter", name, silent=True)
+    session.log(f"ansible-doc rendered {len(MODULES)} modules and 2 filters")
 
 
 @nox.session

@@ -10,17 +10,17 @@ module: vllm_fleet_revision
 short_description: Record and read the revisions of vLLM deployments on a host
 description:
   - O(state=recorded) stores this host's plan of a deployment as a new revision when it differs
-    from the current one (by plan hash): the whole host plan (processes, argv, env without secret
+    from the current one (by plan hash), with the whole host plan (processes, argv, env without secret
     values, images, ports, config files), the paths the deployment created on the host, the
     time and the operator's note, in C(<state_dir>/<deployment>/rev-<N>.json) (directory 0700,
     files 0600, root only). The newest O(keep) revisions stay; older ones are removed and
     returned as RV(pruned) so their venvs and images can be collected.
   - O(state=read) returns every deployment recorded on the host (RV(deployments)), including
-    deployments no longer in the inventory: the source of truth for status, teardown and
+    deployments no longer in the inventory; the records are the source of truth for status, teardown and
     rollback.
   - O(state=absent) removes a deployment's records (after teardown removed what they list).
-  - Secret values never reach a record: the plan carries secret names only, and any
-    O(redact) value found in it fails the module instead of being written.
+  - Secret values never reach a record. The plan carries secret names only, and a plan in
+    which any O(redact) value is found fails the module instead of being written.
 options:
   state:
     description: What to do.
