@@ -79,6 +79,23 @@ def failed_nodes(hostvars, hosts, alive=None) -> dict:
     return out
 
 
+FAILED_OUTCOMES = ("rolled back", "stopped", "failed")
+
+
+def batch_failed_share(hostvars, hosts) -> float:
+    """Percentage of the instances among ``hosts`` (a rollout batch) that did not reach their new
+    revision (any node rolled back, stopped, failed or gone)."""
+    instances, failed = set(), set()
+    for host in hosts:
+        facts = hostvars[host] if host in hostvars else {}
+        plan = facts.get("vllm_fleet_plan") or {}
+        key = (plan.get("deployment"), plan.get("unit"))
+        instances.add(key)
+        if facts.get("vllm_fleet_outcome") in FAILED_OUTCOMES or facts.get("vllm_fleet_deploy_failure"):
+            failed.add(key)
+    return 100.0 * len(failed) / len(instances) if instances else 0.0
+
+
 def all_current(hostvars, hosts) -> bool:
     """Every one of ``hosts`` already runs its plan, healthy (vllm_fleet_current facts)."""
     return bool(hosts) and all(bool(hostvars[h].get("vllm_fleet_current")) if h in hostvars else False
@@ -97,12 +114,36 @@ def rollout(hostvars, hosts) -> dict:
     return _rollout(plans)
 
 
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$")
+
+
+def pin_requirements(requirements, pins) -> list:
+    """Requirement strings with a default version: ``name[extras] [spec]`` of a distribution in
+    ``pins`` (name -> version, names compared PEP 503-normalized) gets ``==version`` added, unless
+    it pins one already (``==`` / ``===``), carries a marker or URL, or is not a plain name."""
+    norm = {re.sub(r"[-_.]+", "-", str(k)).lower(): str(v) for k, v in (pins or {}).items() if v}
+    out = []
+    for req in requirements or []:
+        text = str(req).strip()
+        m = _REQ_NAME.match(text)
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else None
+        spec = m.group(3).strip() if m else ""
+        if (not m or name not in norm or "==" in spec or ";" in spec or "@" in spec
+                or (spec and not re.match(r"^(~=|!=|<=|>=|<|>)", spec))):
+            out.append(text)
+            continue
+        out.append(f"{text},=={norm[name]}" if spec else f"{text}=={norm[name]}")
+    return out
+
+
 class FilterModule:
     def filters(self):
         return {
+            "vllm_fleet_pin_requirements": pin_requirements,
             "vllm_fleet_state_argv": state_argv,
             "vllm_fleet_flag_values": flag_values,
             "vllm_fleet_failed_nodes": failed_nodes,
+            "vllm_fleet_batch_failed_share": batch_failed_share,
             "vllm_fleet_all_current": all_current,
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,

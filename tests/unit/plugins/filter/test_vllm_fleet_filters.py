@@ -55,3 +55,14 @@ def test_rollout_leaves_out_instances_that_are_all_current():
     assert filters.rollout(hostvars, list(hostvars)) == {"order": ["c", "d"], "serial": [2]}
     assert filters.all_current(hostvars, ["a", "b"]) and not filters.all_current(hostvars, ["c", "d"])
     assert not filters.all_current(hostvars, []) and not filters.all_current(hostvars, ["zz"])
+
+
+def test_pin_requirements_adds_the_default_version_only_where_the_plan_pins_none():
+    pins = {"vllm-router": "0.1.17", "mooncake_transfer_engine": "0.3.13.post1"}
+    assert filters.pin_requirements(
+        ["vllm-router", "Mooncake.Transfer-Engine>=0.3.10", "vllm-router==0.2.0", "other",
+         "mooncake-transfer-engine ; sys_platform == 'linux'", "vllm_router[x] >=0.1"], pins) == \
+        ["vllm-router==0.1.17", "Mooncake.Transfer-Engine>=0.3.10,==0.3.13.post1", "vllm-router==0.2.0", "other",
+         "mooncake-transfer-engine ; sys_platform == 'linux'", "vllm_router[x] >=0.1,==0.1.17"]
+    assert filters.pin_requirements(["vllm-router"], {"vllm-router": None}) == ["vllm-router"]
+    assert filters.pin_requirements([], pins) == []
