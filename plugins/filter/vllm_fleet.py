@@ -59,6 +59,19 @@ def systemd_env_line(key, value) -> str:
     return f'{key}="{text}"'
 
 
+def credential_env(credentials) -> dict:
+    """The environment that tells a systemd unit's process where its file-passed secrets are:
+    the unit's credentials directory (``%d/<name>``, a LoadCredential= of the root-only host
+    file, readable by the service user only while the unit runs)."""
+    out = {}
+    for cred in credentials or []:
+        name = str(cred["name"])
+        if not re.match(r"^[a-z][a-z0-9_]*$", name) or not re.match(r"^[A-Z_][A-Z0-9_]*$", str(cred["env"])):
+            raise ValueError(f"invalid credential {cred!r}")
+        out[str(cred["env"])] = f"%d/{name}"
+    return out
+
+
 def state_argv(process) -> list:
     """argv that prints a planned process's state: docker -> running/exited/..., units -> active/..."""
     name = str(process["name"])
@@ -148,4 +161,5 @@ class FilterModule:
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,
+            "vllm_fleet_credential_env": credential_env,
         }

@@ -125,7 +125,8 @@ def main():
         health = proc.get("health") or {}
         port = health.get("port") or (proc.get("port") if proc.get("serves_http") else None)
         if port and (proc.get("serves_http") or health.get("kind") == "http"):
-            url = f"http://{p['host']}:{port}/health"
+            # where the process listens (the plan's probe_host, vllm_fleet_listen), else host
+            url = f"http://{proc.get('probe_host') or p['host']}:{port}/health"
             if not healthy(url, p["timeout"]):
                 reasons.append(f"{name}: {url} does not answer 200")
     module.exit_json(changed=False, current=not reasons, reasons=reasons,

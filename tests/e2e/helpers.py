@@ -62,13 +62,16 @@ def host_exec(container: str, argv: Sequence[str], timeout: int = 120) -> subpro
 
 
 def host_http(container: str, method: str, url: str, body: Optional[dict] = None, timeout: int = 60):
-    """One HTTP request made from inside a test host; returns (status, parsed JSON or text)."""
+    """One HTTP request made from inside a test host; returns (status, parsed JSON or text; for
+    an error status the response body when there is one)."""
     code = (
         "import json,sys,urllib.request as u\n"
         "d=sys.argv[3].encode() if sys.argv[3] else None\n"
         "r=u.Request(sys.argv[2],data=d,method=sys.argv[1],headers={'Content-Type':'application/json'})\n"
         "try:\n  x=u.urlopen(r,timeout=float(sys.argv[4])); print(x.status); print(x.read().decode())\n"
-        "except Exception as e:\n  print(getattr(e,'code',0)); print(e)\n")
+        "except Exception as e:\n  print(getattr(e,'code',0))\n"
+        "  b=e.read().decode(errors='replace') if hasattr(e,'read') else ''\n"
+        "  print(b if b.strip() else e)\n")
     proc = host_exec(container, ["python3", "-c", code, method, url, json.dumps(body) if body else "",
                                  str(max(timeout - 10, 5))], timeout=timeout)
     status, _, text = proc.stdout.partition("\n")
@@ -76,3 +79,19 @@ def host_http(container: str, method: str, url: str, body: Optional[dict] = None
         return int(status or 0), json.loads(text)
     except ValueError:
         return int(status or 0), text
+
+
+def host_http_ok(container: str, method: str, url: str, body: Optional[dict] = None, attempts: int = 5,
+                 pause: float = 2.0, diagnose: Optional[Sequence[str]] = None):
+    """host_http until 200, at most ``attempts`` times ``pause`` s apart; returns the last (status,
+    body) and, before each retry, prints what failed (and the output of ``diagnose``, an argv run
+    on the host), so a failure's report shows every attempt."""
+    for attempt in range(1, attempts + 1):
+        status, answer = host_http(container, method, url, body)
+        if status == 200 or attempt == attempts:
+            return status, answer
+        print(f"attempt {attempt}: {method} {url} -> {status} {str(answer)[:500]}")
+        if diagnose:
+            print(host_exec(container, list(diagnose)).stdout[-3000:])
+        time.sleep(pause)
+    return status, answer

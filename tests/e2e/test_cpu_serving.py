@@ -31,8 +31,10 @@ GROUPS = {
                             "vllm_fleet_docker_pull": "never", "vllm_fleet_cpu_shm_size": "1g"}},
     "cpu_uv": {"hosts": {"cpu-b": "none"},
                "vars": {"vllm_fleet_runtime": "uv", "vllm_fleet_deployment": "minilm-uv",
-                        "vllm_fleet_vllm_version": "0.32.0", "vllm_fleet_uv_wheelhouse": "/srv/wheels"}},
+                        "vllm_fleet_vllm_version": "0.32.0", "vllm_fleet_uv_wheelhouse": "/srv/wheels",
+                        "vllm_fleet_hf_token": "SENTINEL-uv-hf-3d9a7c"}},
 }
+UV_HF = GROUPS["cpu_uv"]["vars"]["vllm_fleet_hf_token"]
 
 
 @pytest.fixture(scope="module")
@@ -84,12 +86,26 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert mode == "600"
     env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
     assert 'VLLM_CPU_KVCACHE_SPACE="1"' in env and 'HF_HUB_OFFLINE="1"' in env
+    # the HF token: a root-only file handed over by systemd (LoadCredential), only its path in the env
+    assert UV_HF not in env and UV_HF not in unit
+    assert "LoadCredential=hf_token:/etc/vllm-fleet/minilm-uv/secrets/hf_token" in unit.splitlines()
+    assert "Environment=HF_TOKEN_PATH=%d/hf_token" in unit.splitlines()
+    token_file = host_exec(host, ["stat", "-c", "%U %a", "/etc/vllm-fleet/minilm-uv/secrets/hf_token",
+                                  "/etc/vllm-fleet/minilm-uv/secrets"]).stdout.split()
+    assert token_file == ["root", "600", "root", "700"], token_file
     state = host_exec(host, ["systemctl", "show", "-p", "ActiveState,UnitFileState",
                              "vllm-fleet-minilm-uv.service"]).stdout
     assert "ActiveState=active" in state and "UnitFileState=enabled" in state
     pid = host_exec(host, ["systemctl", "show", "-p", "MainPID", "--value", "vllm-fleet-minilm-uv.service"]).stdout.strip()
     owner = host_exec(host, ["stat", "-c", "%U", f"/proc/{pid}"]).stdout.strip()
     assert owner == "vllm-fleet", owner
+    # the process has the token's path (HF_TOKEN_PATH, what huggingface_hub reads), not the token
+    environ = dict(e.split("=", 1) for e in host_exec(host, ["cat", f"/proc/{pid}/environ"]).stdout.split("\0") if "=" in e)
+    assert "HF_TOKEN" not in environ and environ["HF_TOKEN_PATH"].endswith("/hf_token"), sorted(environ)
+    # the unit is active, so systemd loaded the credential (a LoadCredential= it cannot read fails
+    # the start with 243/CREDENTIALS); the test host's docker exec may not look into the unit's
+    # namespace (nsenter and /proc/PID/root are refused there), so its copy is not read here
+    assert environ["HF_TOKEN_PATH"] == "/run/credentials/vllm-fleet-minilm-uv.service/hf_token", environ
     version = host_exec(host, ["/opt/vllm-fleet/minilm-uv/venv/bin/python", "-c",
                                "import importlib.metadata as m; print(m.version('vllm-cpu'))"]).stdout
     assert version.strip() == "0.32.0"
@@ -101,11 +117,15 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
 
 
 def test_teardown_removes_container_unit_env_and_venv(cpu_fleet):
-    run = playbook("teardown.yml", cpu_fleet.inventory)
+    host = cpu_fleet.container("cpu-b")
+    assert host_exec(host, ["test", "-d", "/var/lib/vllm-fleet/hf-cache"]).returncode == 0
+    run = playbook("teardown.yml", cpu_fleet.inventory, "-e", "vllm_fleet_teardown_purge_cache=true")
     assert run.rc == 0, run
+    # purge: the uv units' shared HF cache goes with the host's last deployment
+    assert host_exec(host, ["test", "-e", "/var/lib/vllm-fleet/hf-cache"]).returncode != 0
     assert docker_inspect("vllm-fleet-minilm-docker") is None
     host = cpu_fleet.container("cpu-b")
     for path in ("/etc/systemd/system/vllm-fleet-minilm-uv.service",
-                 "/etc/vllm-fleet/vllm-fleet-minilm-uv.env", "/opt/vllm-fleet/minilm-uv"):
+                 "/etc/vllm-fleet/vllm-fleet-minilm-uv.env", "/opt/vllm-fleet/minilm-uv", "/etc/vllm-fleet/minilm-uv"):
         assert host_exec(host, ["test", "-e", path]).returncode != 0, path
     assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() != "active"

@@ -41,6 +41,7 @@ EXACT_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:
 IFACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 ADDRESS_RE = re.compile(r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|"
                         r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*)$")
+LISTEN_RE = re.compile(r"^(?:all|localhost|(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})$")
 # docker reference: [registry[:port]/]path[:tag][@sha256:hex]
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_RE = re.compile(
@@ -139,6 +140,10 @@ VARIABLES: Tuple[Var, ...] = (
     # --- multi-node, P/D, Mooncake
     Var("address", "str", "Rendezvous address of this host (default: `ansible_host`).", scope="host",
         pattern=ADDRESS_RE, pattern_hint="an IPv4/IPv6 address or host name"),
+    Var("listen", "str", "Address the vLLM HTTP server binds: `all` (every interface, vLLM's default), "
+        "`localhost` (127.0.0.1 only) or one IPv4 address of this host. The run summary warns when a server "
+        "listens beyond localhost without `vllm_fleet_api_key`.", scope="host", default="all",
+        pattern=LISTEN_RE, pattern_hint="all, localhost or an IPv4 address"),
     Var("iface", "str", "NIC for NCCL/GLOO (default: the interface carrying the address).", scope="host",
         pattern=IFACE_RE, pattern_hint="an interface name"),
     Var("instance", "str", "Explicit instance name: hosts with the same value form one instance.", scope="host",
@@ -167,7 +172,9 @@ VARIABLES: Tuple[Var, ...] = (
     Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
         default=3, minimum=1, maximum=100),
     # --- secrets (vault them)
-    Var("hf_token", "str", "Hugging Face token (vault it): `HF_TOKEN` in the process environment, never argv.",
+    Var("hf_token", "str", "Hugging Face token (vault it), never argv: containers get `HF_TOKEN` in their environment; uv units a "
+        "root-only file (`/etc/vllm-fleet/<deployment>/secrets/hf_token`, systemd `LoadCredential=`) and "
+        "`HF_TOKEN_PATH`.",
         scope="secret", pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
     Var("api_key", "str", "API key the servers require (vault it): `VLLM_API_KEY`, never argv.", scope="secret",
@@ -196,7 +203,7 @@ VARIABLES: Tuple[Var, ...] = (
 BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
-                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env")}
+                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor",

@@ -56,6 +56,12 @@ SETTING_KEYS = (
 )
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
 CONFIG_ROOT = "/etc/vllm-fleet"
+# Secrets handed to a uv unit as a root-only file instead of an environment value (systemd's
+# LoadCredential=; the process is told the file's path): HF_TOKEN -> HF_TOKEN_PATH, which
+# huggingface_hub reads. Containers still get HF_TOKEN in their environment: a bind-mounted
+# file cannot be exercised on the testbed, whose containers are siblings on this machine's
+# engine (bind sources resolve here, not on the test host that wrote the file).
+SECRET_FILES = {"HF_TOKEN": {"name": "hf_token", "env": "HF_TOKEN_PATH", "var": "vllm_fleet_hf_token"}}
 # Placeholder defaults (an operator's vllm_fleet_placeholders win).
 PLACEHOLDER_DEFAULTS = {
     "ROUTER_HOST": "0.0.0.0",
@@ -89,6 +95,7 @@ class HostInput:
     node_rank: Optional[int] = None
     roles: List[str] = field(default_factory=list)
     machine: Optional[str] = None   # the machine the host is (ansible_host): port clashes are per machine
+    addresses: List[str] = field(default_factory=list)   # the host's IPv4 addresses (facts), when known
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
@@ -205,7 +212,8 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      instance=checked.get("vllm_fleet_instance"),
                      node_rank=checked.get("vllm_fleet_node_rank"),
                      roles=list(checked.get("vllm_fleet_role") or []),
-                     machine=str(hostvars.get("ansible_host") or name))
+                     machine=str(hostvars.get("ansible_host") or name),
+                     addresses=[str(a) for a in facts.get("all_ipv4_addresses") or []])
 
 
 def deployment_of(host: HostInput) -> str:
@@ -312,10 +320,20 @@ def _health_kind(recipe: Mapping[str, Any], argv: Sequence[str]) -> str:
     return "completion"
 
 
-def _customize(argv: List[str], settings: Mapping[str, Any], role: str) -> List[str]:
+def listen_address(listen: Optional[str]) -> Optional[str]:
+    """The ``--host`` a vllm_fleet_listen value asks for (None: vLLM's default, every interface)."""
+    if not listen or listen == "all":
+        return None
+    return "127.0.0.1" if listen == "localhost" else str(listen)
+
+
+def _customize(argv: List[str], settings: Mapping[str, Any], role: str, listen: Optional[str] = None) -> List[str]:
     """Operator additions, appended so they win the last-wins dedupe."""
     out = list(argv)
     extra: List[str] = []
+    bind = listen_address(listen)
+    if bind and "--headless" not in out:
+        extra += ["--host", bind]
     model_path = settings.get("model_path")
     if model_path:
         out[2] = str(model_path)
@@ -553,6 +571,15 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         problems.append(f"{hosts[0].name}: vllm_fleet_port: does not apply to "
                         f"{'P/D' if deploy_type == 'pd_cluster' else req.kv_offload} deployments (their engines "
                         f"listen on the recipe's ports); the router's port is vllm_fleet_router_port")
+    given_host = flag_values(as_list(settings.get("extra_args")), "--host")
+    for host in hosts:
+        bind = listen_address(host.settings.get("listen"))
+        if bind and bind != "127.0.0.1" and host.addresses and bind not in host.addresses:
+            problems.append(f"{host.name}: vllm_fleet_listen: {bind} is not an address of this host "
+                            f"(it has {', '.join(host.addresses)}); the server could not bind it")
+        if bind and given_host and given_host[-1] != bind:
+            problems.append(f"{host.name}: vllm_fleet_extra_args: --host {given_host[-1]} contradicts "
+                            f"vllm_fleet_listen {host.settings.get('listen')}; set the address in one place")
     given = flag_values(as_list(settings.get("extra_args")), "--port")
     if port is not None and given and given[-1] != str(port):
         problems.append(f"{hosts[0].name}: vllm_fleet_extra_args: --port {given[-1]} contradicts "
@@ -865,7 +892,7 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
     argv = [resolved(str(tok), f"the {proc.role} command") for tok in proc.argv]
     env = {key: resolved(env_text(value), f"env {key} of {proc.role}") for key, value in proc.env.items()}
     base: Dict[str, Any] = {"name": slot.name, "kind": proc.kind, "role": proc.role, "rank": proc.rank,
-                            "phase": slot.phase, "secret_env": [], "image": None, "model_path": None,
+                            "phase": slot.phase, "secret_env": [], "credentials": [], "image": None, "model_path": None,
                             "served_model_name": None, "packages": [], "mounts": []}
     if proc.kind in ("vllm", "omni"):
         multi = any(tok in ("--nnodes", "--data-parallel-address", "--master-addr") for tok in proc.argv)
@@ -879,7 +906,7 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
         # per host (CPU/NUMA binding, local cache dirs): may differ inside a deployment
         for key, value in as_map(host.settings.get("host_env")).items():
             env[str(key)] = str(value)
-        argv = _customize(argv, settings, proc.role)
+        argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
         have = int(host.gpu.get("count") or 0)
         if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
             need = gpus_per_node(argv, len(slot.unit_hosts))
@@ -912,7 +939,10 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             "version": version,
             "argv": argv,
             "env": env,
-            "secret_env": sorted(str(k) for k in as_list(settings.get("secrets"))),
+            "secret_env": sorted(str(k) for k in as_list(settings.get("secrets"))
+                                 if k not in SECRET_FILES or dep.runtime != "uv"),
+            "credentials": [credential(dep.name, k) for k in sorted(as_list(settings.get("secrets")))
+                            if k in SECRET_FILES and dep.runtime == "uv"],
             "image": image,
             "port": port,
             "serves_http": "--headless" not in argv,
@@ -922,6 +952,8 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
             if dep.store else [],
             "mounts": mounts,
             "health": {"kind": "vllm", "request": _health_kind(dep.recipe, argv)},
+            "bind": _bind(argv),
+            "probe_host": _probe_host(argv),
         })
     else:
         brand = (dep.profile.get("brand") or "").lower()
@@ -951,12 +983,66 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
                                "content": _config_json(dep, template, "the Mooncake store config",
                                                        resolved, store=True)}
         base.update({"runtime": "service", "version": None, "argv": argv, "env": env, "port": port,
-                     "serves_http": proc.kind == "router", "packages": packages, "health": health})
+                     "serves_http": proc.kind == "router", "packages": packages, "health": health,
+                     "bind": _bind(argv) if proc.kind == "router" else None,
+                     "probe_host": _probe_host(argv) if proc.kind == "router" else "127.0.0.1"})
     hashed = {k: base[k] for k in ("argv", "env", "image", "port", "packages")}
-    if base["secret_env"]:
+    if base["secret_env"] or base.get("credentials"):
         hashed["secrets"] = settings.get("secret_digest")
     base["hash"] = plan_hash(hashed)
     return base
+
+
+_ANY_ADDRESS = (None, "0.0.0.0", "::", "[::]")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _bind(argv: Sequence[str]) -> Optional[str]:
+    """The address a server's argv binds (``--host``, last wins); None: every interface."""
+    given = flag_values(argv, "--host")
+    return None if not given or given[-1] in _ANY_ADDRESS else given[-1]
+
+
+def _probe_host(argv: Sequence[str]) -> str:
+    """Where the host's own probes (health gate, state, drain) reach a server: loopback unless
+    the server binds one other address (then that one, bracketed when IPv6)."""
+    bind = _bind(argv)
+    if bind is None or bind in _LOOPBACK:
+        return "[::1]" if bind in ("::1", "[::1]") else "127.0.0.1"
+    return f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
+
+
+def _check_reachable(dep: "Deployment", out: Dict[str, Dict[str, Any]]) -> None:
+    """Every server a router of the deployment lists (``http://A:P`` in its argv) must listen
+    where the router connects: every interface, or exactly A (vllm_fleet_listen)."""
+    servers = {(entry.get("address"), proc.get("port")): (host, proc)
+               for host, entry in out.items() for proc in entry["processes"]
+               if proc["kind"] in ("vllm", "omni") and proc.get("serves_http")}
+    for router_host, entry in out.items():
+        for router in entry["processes"]:
+            if router["kind"] != "router":
+                continue
+            for tok in router["argv"]:
+                match = re.match(r"^https?://\[?([^\]/]+?)\]?:(\d+)", str(tok))
+                if not match:
+                    continue
+                found = servers.get((match.group(1), int(match.group(2))))
+                if found is None:
+                    continue
+                host, proc = found
+                if proc["bind"] is not None and proc["bind"] != match.group(1):
+                    dep.problems.append(
+                        f"{host}: vllm_fleet_listen: the server listens on {proc['bind']} only, but the router "
+                        f"on {router_host} reaches it at {match.group(0)}; listen on all or on {match.group(1)}")
+
+
+def credential(deployment: str, secret: str) -> Dict[str, str]:
+    """Where a file-passed secret lives on the host (``/etc/vllm-fleet/<deployment>/secrets/``,
+    root only) and how the process finds it: ``env`` names the path variable, ``name`` the file
+    inside the container (``/run/secrets/<name>``) or the systemd credential (``%d/<name>``)."""
+    spec = SECRET_FILES[secret]
+    return {"secret": secret, "name": spec["name"], "env": spec["env"], "var": spec["var"],
+            "path": f"{CONFIG_ROOT}/{deployment}/secrets/{spec['name']}"}
 
 
 def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:
@@ -1020,11 +1106,17 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             "processes": processes,
             "files": sorted(files.values(), key=lambda f: f["path"]),
             "config_dir": f"{CONFIG_ROOT}/{dep.name}",
+            # engines that answer beyond localhost with no API key (the run summary warns)
+            "exposed": [p["name"] for p in processes if p["kind"] in ("vllm", "omni") and p.get("serves_http")
+                        and (p.get("bind") or "0.0.0.0") not in _LOOPBACK and "VLLM_API_KEY" not in p["secret_env"]],
+            "secret_files": sorted({c["path"]: c for p in processes for c in p.get("credentials") or []}.values(),
+                                   key=lambda c: c["path"]),
             "address": mine[0].host.address,
         }
         entry["hash"] = plan_hash({"processes": processes, "files": entry["files"]})
         out[host_name] = entry
     _drain_targets(out)
+    _check_reachable(dep, out)
     return out
 
 

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[3]
 DEPLOY = ROOT / "playbooks" / "deploy.yml"
 
 
-def plan(deployment, runtime, port=8000, model="minilm"):
-    return {"deployment": deployment, "recipe": "sentence-transformers/all-MiniLM-L6-v2", "hardware": "xeon6",
+def plan(deployment, runtime, port=8000, model="minilm", exposed=False):
+    return {"deployment": deployment, "exposed": [f"vllm-fleet-{deployment}"] if exposed else [], "recipe": "sentence-transformers/all-MiniLM-L6-v2", "hardware": "xeon6",
             "runtime": runtime, "processes": [{"name": f"vllm-fleet-{deployment}", "serves_http": True,
                                                "port": port, "served_model_name": model}]}
 
@@ -35,7 +35,7 @@ HOSTS = {
            "vllm_fleet_health_report": {"vllm-fleet-minilm-docker": 61.4}},
     "a2": {"vllm_fleet_plan": plan("minilm-docker", "docker"), "vllm_fleet_current": False,
            "vllm_fleet_health_report": {"vllm-fleet-minilm-docker": 70.2}},
-    "b1": {"vllm_fleet_plan": plan("minilm-uv", "uv", 8001), "vllm_fleet_current": True},
+    "b1": {"vllm_fleet_plan": plan("minilm-uv", "uv", 8001, exposed=True), "vllm_fleet_current": True},
     "c1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False,
            "vllm_fleet_deploy_failure": "Health gate: vllm-fleet-tiny is not running (exited)"},
     "d1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False},
@@ -94,6 +94,8 @@ def test_summary_lines(tmp_path):
         "minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): deployed on a1, a2, "
         "healthy after 70.2 s; serves minilm on port 8000",
         "minilm-uv (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): unchanged on b1; serves minilm on port 8001",
+        "  security: no vllm_fleet_api_key, and b1 answers beyond localhost (vllm_fleet_listen): anyone who "
+        "reaches port 8001 can use the model; set vllm_fleet_api_key (vaulted) or vllm_fleet_listen: localhost",
         "tiny (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): failed on c1, d1",
         "  c1: Health gate: vllm-fleet-tiny is not running (exited)",
         "  d1: see the task output above",

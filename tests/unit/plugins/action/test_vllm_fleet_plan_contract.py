@@ -161,6 +161,9 @@ CONTRACT: List[Case] = [
     Case("mooncake-config-string", {"vllm_fleet_mooncake_config": "protocol=rdma"}, "vllm_fleet_mooncake_config"),
     # ranges
     Case("port-0", {"vllm_fleet_port": 0}, "vllm_fleet_port"),
+    Case("listen-word", {"vllm_fleet_listen": "public"}, "vllm_fleet_listen"),
+    Case("listen-bad-ipv4", {"vllm_fleet_listen": "10.0.0.256"}, "vllm_fleet_listen"),
+    Case("listen-list", {"vllm_fleet_listen": ["127.0.0.1"]}, "vllm_fleet_listen"),
     Case("port-minus-1", {"vllm_fleet_port": -1}, "vllm_fleet_port"),
     Case("port-70000", {"vllm_fleet_port": 70000}, "vllm_fleet_port"),
     Case("port-abc", {"vllm_fleet_port": "abc"}, "vllm_fleet_port"),
@@ -289,6 +292,13 @@ _MC_HOSTS = [{}, {"vllm_fleet_role": ["master", "store", "router"]}]
 _TP_PP = ["--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]
 
 PLAN: List[PlanCase] = [
+    PlanCase("listen-vs-extra-args", {"vllm_fleet_listen": "localhost", "vllm_fleet_extra_args": ["--host", "0.0.0.0"]},
+             "vllm_fleet_extra_args"),
+    # a server that listens on localhost only, behind a router on another host, is unreachable
+    PlanCase("listen-localhost-behind-router", {**_MC, "vllm_fleet_listen": "localhost",
+                                                "vllm_fleet_address": "10.9.0.1"}, "vllm_fleet_listen",
+             base=False, hosts=[{"vllm_fleet_address": "10.9.0.2"},
+                                {"vllm_fleet_role": ["master", "store", "router"], "vllm_fleet_address": "10.9.0.3"}]),
     PlanCase("port-vs-extra-args", {"vllm_fleet_port": 8001, "vllm_fleet_extra_args": ["--port", "8002"]},
              "vllm_fleet_extra_args"),
     PlanCase("port-vs-extra-args-eq", {"vllm_fleet_port": "8001", "vllm_fleet_extra_args": ["--port=8002"]},
@@ -679,7 +689,8 @@ def test_valid_inventories_plan(control_run):
     assert first["ok-tag-digest"]["image"] == "vllm/vllm-openai:v0.32.0@" + DIGEST
     assert first["ok-port-string"]["port"] == 8001
     assert plans["ok-gpu"]["hardware"] == "h200"      # detected by the real module from the fake nvidia-smi
-    assert first["ok-secrets"]["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]
+    assert first["ok-secrets"]["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"]   # docker: both in the env
+    assert first["ok-secrets"]["credentials"] == [] and plans["ok-secrets"]["secret_files"] == []
     assert CONTROL_SECRET not in run.out and CONTROL_SECRET not in json.dumps(plans)   # only the names travel
     assert plans["ok-uv"]["runtime"] == "uv"
 

@@ -147,9 +147,25 @@ def test_plan_hash_changes_with_the_command(cat):
 
 
 def test_secrets_stay_out_of_the_plan(cat):
-    out = plan(cat, [host("a", secrets=["HF_TOKEN"])])
+    out = plan(cat, [host("a", secrets=["HF_TOKEN", "VLLM_API_KEY"])])
     proc = out["a"]["processes"][0]
-    assert proc["secret_env"] == ["HF_TOKEN"] and "HF_TOKEN" not in proc["env"]
+    assert proc["secret_env"] == ["HF_TOKEN", "VLLM_API_KEY"] and proc["credentials"] == []   # docker
+    assert "HF_TOKEN" not in proc["env"] and out["a"]["secret_files"] == []
+
+
+def test_uv_units_get_the_hf_token_as_a_file(cat):
+    out = plan(cat, [host("a", secrets=["HF_TOKEN", "VLLM_API_KEY"], runtime="uv", vllm_version="0.32.0")])
+    proc = out["a"]["processes"][0]
+    # the API key goes in the environment (vLLM reads only that); the HF token as a file
+    assert proc["secret_env"] == ["VLLM_API_KEY"] and "HF_TOKEN" not in proc["env"]
+    assert proc["credentials"] == [{"secret": "HF_TOKEN", "name": "hf_token", "env": "HF_TOKEN_PATH",
+                                    "var": "vllm_fleet_hf_token", "path": f"/etc/vllm-fleet/{out['a']['deployment']}/secrets/hf_token"}]
+    assert out["a"]["secret_files"] == proc["credentials"]
+
+
+def test_a_host_without_secrets_has_no_secret_files(cat):
+    out = plan(cat, [host("a")])
+    assert out["a"]["secret_files"] == [] and out["a"]["processes"][0]["credentials"] == []
 
 
 def test_unresolved_placeholder_names_host_and_variable(cat):
@@ -373,3 +389,30 @@ def test_process_names_come_from_one_function():
             process_name(bad)
     with pytest.raises(PlanError):
         process_name("ok", "../etc")
+
+
+def test_listen_binds_the_server_and_moves_the_probes(cat):
+    out = plan(cat, [host("a", listen="localhost"), host("b", address="10.0.0.2", listen="10.0.0.2"), host("d")])
+    out.update(plan(cat, [host("c", secrets=["VLLM_API_KEY"])]))
+    a, b, c, d = (out[h]["processes"][0] for h in "abcd")
+    assert a["argv"][-2:] == ["--host", "127.0.0.1"] and a["probe_host"] == "127.0.0.1" and a["bind"] == "127.0.0.1"
+    assert b["argv"][-2:] == ["--host", "10.0.0.2"] and b["probe_host"] == "10.0.0.2"
+    assert "--host" not in d["argv"] and d["bind"] is None and d["probe_host"] == "127.0.0.1"
+    # beyond localhost with no API key: named for the run summary's warning
+    assert out["a"]["exposed"] == [] and out["c"]["exposed"] == []
+    assert out["b"]["exposed"] == [b["name"]] and out["d"]["exposed"] == [d["name"]]
+
+
+def test_extra_args_host_moves_the_probes_too(cat):
+    proc = plan(cat, [host("a", extra_args=["--host", "10.1.2.3"])])["a"]["processes"][0]
+    assert proc["probe_host"] == "10.1.2.3"
+
+
+def test_listen_on_an_address_the_host_does_not_have_is_refused(cat):
+    from dataclasses import replace
+    bad = replace(host("a", address="10.0.0.2", listen="10.0.0.9"), addresses=["10.0.0.2", "172.17.0.5"])
+    with pytest.raises(PlanError) as err:
+        plan(cat, [bad])
+    assert "a: vllm_fleet_listen: 10.0.0.9 is not an address of this host (it has 10.0.0.2, 172.17.0.5)" in str(err.value)
+    ok = replace(host("a", address="10.0.0.2", listen="172.17.0.5"), addresses=["10.0.0.2", "172.17.0.5"])
+    assert plan(cat, [ok])["a"]["processes"][0]["probe_host"] == "172.17.0.5"
