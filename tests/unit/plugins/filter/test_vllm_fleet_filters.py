@@ -66,3 +66,46 @@ def test_pin_requirements_adds_the_default_version_only_where_the_plan_pins_none
          "mooncake-transfer-engine ; sys_platform == 'linux'", "vllm_router[x] >=0.1,==0.1.17"]
     assert filters.pin_requirements(["vllm-router"], {"vllm-router": None}) == ["vllm-router"]
     assert filters.pin_requirements([], pins) == []
+
+
+def _read(*numbers, deployment="roll"):
+    return {"deployments": {deployment: {"revisions": [{"number": n} for n in numbers]}}}
+
+
+REVISION_HOSTVARS = {
+    "a": {"vllm_fleet_plan": {"deployment": "roll"}, "have": _read(1, 2, 3)},
+    "b": {"vllm_fleet_plan": {"deployment": "roll"}, "have": _read(1, 3)},       # unchanged at 2
+    "r": {"vllm_fleet_plan": {"deployment": "roll"}, "have": _read(1)},          # the router, never changed
+    "x": {"vllm_fleet_plan": {"deployment": "other"}, "have": _read(7, deployment="other")},
+    "n": {},
+}
+
+
+def test_next_revision_counts_changes_of_the_whole_deployment():
+    hosts = list(REVISION_HOSTVARS)
+    assert filters.next_revision(REVISION_HOSTVARS, hosts, "roll", "have") == 4
+    assert filters.next_revision(REVISION_HOSTVARS, ["r"], "roll", "have") == 2
+    assert filters.next_revision(REVISION_HOSTVARS, hosts, "new", "have") == 1
+
+
+def test_rollback_target_previous_named_and_missing():
+    hosts = list(REVISION_HOSTVARS)
+    assert filters.rollback_target(REVISION_HOSTVARS, hosts, "roll", "previous", "have") == {"number": 2, "error": ""}
+    assert filters.rollback_target(REVISION_HOSTVARS, hosts, "roll", "1", "have") == {"number": 1, "error": ""}
+    missing = filters.rollback_target(REVISION_HOSTVARS, hosts, "roll", "9", "have")
+    assert missing["number"] is None and missing["error"] == "deployment roll has no revision 9 (recorded revisions: 1, 2, 3)"
+    first = filters.rollback_target(REVISION_HOSTVARS, ["r"], "roll", "previous", "have")
+    assert first["error"] == "deployment roll has no previous revision (recorded revisions: 1)"
+
+
+def test_status_processes_come_from_the_records_and_name_drift_and_orphans():
+    proc = {"name": "vllm-fleet-a", "role": "single", "runtime": "docker"}
+    recorded = {"a": {"current": 4, "record": {"hash": "h4", "time": "t", "note": "n",
+                                                "plan": {"recipe": "org/m", "processes": [proc]}}},
+                "old": {"current": 2, "record": {"hash": "o2", "plan": {"recipe": "org/o", "processes": [proc]}}}}
+    rows = filters.status_processes(recorded, {"deployment": "a", "hash": "h4", "processes": [proc]})
+    assert [(r["deployment"], r["revision"], r["inventory"]) for r in rows] == [("a", 4, "current"), ("old", 2, "orphan")]
+    changed = filters.status_processes(recorded, {"deployment": "a", "hash": "h5", "processes": [proc]})
+    assert changed[0]["inventory"] == "changed" and changed[0]["recipe"] == "org/m"
+    fresh = filters.status_processes({}, {"deployment": "b", "hash": "x", "recipe": "org/b", "processes": [proc]})
+    assert [(r["deployment"], r["revision"], r["inventory"]) for r in fresh] == [("b", None, "not deployed")]

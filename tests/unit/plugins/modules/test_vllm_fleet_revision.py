@@ -75,3 +75,19 @@ def test_unsafe_deployment_names_are_refused(tmp_path, name):
     out = run(tmp_path, state="recorded", deployment=name, plan=plan("h1"))
     assert out.get("failed") and "not a safe name" in out["msg"]
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
+
+
+def test_deployment_numbers_and_what_a_host_ran_at_a_revision(tmp_path):
+    # deployment revisions 1, 3, 4 on this host: it did not change at 2 (another host did)
+    run(tmp_path, state="recorded", deployment="minilm", plan=plan("h1", ("vllm", "serve", "h1")))
+    out = run(tmp_path, state="recorded", deployment="minilm", plan=plan("h3", ("vllm", "serve", "h3")), number=3)
+    assert out["revision"] == 3
+    run(tmp_path, state="recorded", deployment="minilm", plan=plan("h4", ("vllm", "serve", "h4")), number=2)
+    assert run(tmp_path, state="read")["deployments"]["minilm"]["current"] == 4   # never below current + 1
+    at2 = run(tmp_path, state="read", deployment="minilm", revision="2")
+    assert at2["selected"]["number"] == 1 and at2["selected"]["hash"] == "h1"     # what it ran at revision 2
+    assert run(tmp_path, state="read", deployment="minilm", revision="3")["selected"]["hash"] == "h3"
+    early = run(tmp_path, state="read", deployment="minilm", revision="0")
+    assert early.get("failed") and "no revision 0 or older" in early["msg"] and "recorded revisions: 1, 3, 4" in early["msg"]
+    bad = run(tmp_path, state="read", deployment="minilm", revision="previous")
+    assert bad.get("failed") and "is not a revision number" in bad["msg"]
