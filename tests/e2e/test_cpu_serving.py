@@ -134,7 +134,8 @@ def test_a_bad_uv_revision_is_rolled_back_to_the_running_one(cpu_fleet):
                    "-e", json.dumps({"vllm_fleet_extra_args": ["--no-such-flag-for-vllm"]}))
     seconds = time.monotonic() - t0
     assert run.rc != 0, run
-    assert "rolled back" in run.out and "Traceback" not in run.out, run
+    # (no check for "Traceback": the gate's failure message carries vLLM's own log tail)
+    assert "rolled back" in run.out, run
     assert host_exec(host, ["cat", unit_path]).stdout == unit_before
     assert "--no-such-flag-for-vllm" not in unit_before
     assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() == "active"
