@@ -171,12 +171,11 @@ def status_processes(recorded, plan=None) -> list:
             inventory = "current" if record.get("hash") == (plan or {}).get("hash") else "changed"
         for proc in rplan.get("processes") or []:
             out.append({"deployment": name, "revision": entry.get("current"), "recipe": rplan.get("recipe"),
-                        "process": proc, "inventory": inventory, "time": record.get("time"),
-                        "note": record.get("note") or ""})
+                        "process": proc, "inventory": inventory})
     if today and today not in (recorded or {}):
         for proc in plan.get("processes") or []:
             out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "process": proc,
-                        "inventory": "not deployed", "time": None, "note": ""})
+                        "inventory": "not deployed"})
     return out
 
 

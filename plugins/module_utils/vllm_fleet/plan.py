@@ -1038,8 +1038,8 @@ def _check_reachable(dep: "Deployment", out: Dict[str, Dict[str, Any]]) -> None:
 
 def credential(deployment: str, secret: str) -> Dict[str, str]:
     """Where a file-passed secret lives on the host (``/etc/vllm-fleet/<deployment>/secrets/``,
-    root only) and how the process finds it: ``env`` names the path variable, ``name`` the file
-    inside the container (``/run/secrets/<name>``) or the systemd credential (``%d/<name>``)."""
+    root only) and how the process finds it: ``env`` names the path variable, ``name`` the
+    systemd credential (``%d/<name>``, LoadCredential= of ``path``)."""
     spec = SECRET_FILES[secret]
     return {"secret": secret, "name": spec["name"], "env": spec["env"], "var": spec["var"],
             "path": f"{CONFIG_ROOT}/{deployment}/secrets/{spec['name']}"}
