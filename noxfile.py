@@ -24,6 +24,9 @@ Other sessions:
                servers): wall time, tasks and SSH operations per host, re-run changes,
                scaling ratios (prints figures; `-- --variants all` adds ansible settings
                variations: forks, pipelining, ControlPersist, facts, strategy, Mitogen)
+  bench_rollout a rolling update, an automatic rollback and rollback.yml of 3 REAL vLLM CPU
+               instances behind vllm-router under a client load: per-instance downtime,
+               capacity floor, restore time (prints figures; `-- --repeat 3` for more updates)
 """
 
 from __future__ import annotations
@@ -76,7 +79,8 @@ def conformance(session: nox.Session) -> None:
                 "--recipes", str(SHARED / "conformance" / "recipes"), *session.posargs)
 
 
-MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_revision", "vllm_fleet_state"]
+MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_process_info", "vllm_fleet_revision",
+           "vllm_fleet_state"]
 
 
 @nox.session
@@ -104,6 +108,14 @@ def bench_deploy(session: nox.Session) -> None:
     session.install("-e", ".", "ansible-core>=2.17,<2.20")
     session.run("bash", "tests/testbed/setup.sh", external=True)
     session.run("python", "tests/benchmarks/bench_deploy.py", *session.posargs)
+
+
+@nox.session
+def bench_rollout(session: nox.Session) -> None:
+    """Rollout figures with the real CPU model: downtime per instance, capacity floor, rollback."""
+    session.install("-e", ".", "ansible-core>=2.17,<2.20")
+    session.run("bash", "tests/testbed/setup.sh", external=True)
+    session.run("python", "tests/benchmarks/bench_rollout.py", *session.posargs)
 
 
 @nox.session(python=False)

@@ -133,6 +133,7 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.vllm_fleet_process import state as process_state
 
 
 def http(method, url, api_key=None, body=None, timeout=30.0):
@@ -188,27 +189,18 @@ class Process:
 
     def alive(self):
         """(alive, state); a restart since the first poll counts as dead (a crash loop)."""
-        if self.runtime == "docker":
-            rc, out, _ = self.module.run_command(
-                ["docker", "inspect", "-f", "{{.State.Status}} {{.RestartCount}} {{.State.ExitCode}}", self.name])
-            parts = out.split()
-            if rc != 0 or len(parts) < 2:
-                return False, out.strip() or "container missing"
-            status, restarts = parts[0], int(parts[1])
-        elif self.runtime in ("uv", "service"):
-            rc, out, _ = self.module.run_command(
-                ["systemctl", "show", "-p", "ActiveState,SubState,NRestarts", self.name + ".service"])
-            props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-            status = "running" if props.get("ActiveState") in ("active", "activating") \
-                and props.get("SubState") != "auto-restart" else props.get("SubState", "unknown")
-            restarts = int(props.get("NRestarts") or 0)
-        else:
+        if self.runtime not in ("docker", "uv", "service"):
             return True, "not watched"
+        seen = process_state(self.module.run_command, self.runtime, self.name)
+        if seen["state"] in ("absent", "unknown"):
+            return False, seen["raw"] if seen["state"] == "unknown" else "absent (no such container or unit)"
         if self.first_restarts is None:
-            self.first_restarts = restarts
-        if restarts > self.first_restarts:
-            return False, f"restarted {restarts - self.first_restarts} time(s) while starting (crash loop)"
-        return status == "running", status
+            self.first_restarts = seen["restarts"]
+        if seen["restarts"] > self.first_restarts:
+            return False, f"restarted {seen['restarts'] - self.first_restarts} time(s) while starting (crash loop)"
+        alive = seen["state"] in ("running", "starting")
+        # a dead process is named in the runtime's own word (exited, dead, failed/failed)
+        return alive, seen["state"] if alive else seen["raw"]
 
     def log_tail(self, lines=None):
         lines = str(lines or self.lines)

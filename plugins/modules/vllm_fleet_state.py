@@ -68,21 +68,7 @@ import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def docker_state(module, name):
-    rc, out, _ = module.run_command(
-        ["docker", "inspect", "-f", '{{.State.Status}} {{index .Config.Labels "vllm-fleet.plan-hash"}}', name])
-    parts = out.split()
-    if rc != 0 or not parts:
-        return "absent", None
-    return parts[0], parts[1] if len(parts) > 1 else None
-
-
-def unit_state(module, name):
-    rc, out, _ = module.run_command(["systemctl", "show", "-p", "ActiveState", name + ".service"])
-    state = out.strip().partition("=")[2] or "unknown"
-    return ("running" if state == "active" else state), None
+from ansible.module_utils.vllm_fleet_process import state as process_state
 
 
 def healthy(url, timeout):
@@ -115,12 +101,12 @@ def main():
         reasons.append(f"marker {p['marker']}: {'missing' if deployed is None else 'another plan'}")
     for proc in p["processes"]:
         name, runtime = proc["name"], proc.get("runtime")
-        state, label = docker_state(module, name) if runtime == "docker" else unit_state(module, name)
-        if state != "running":
-            reasons.append(f"{name}: {state}")
+        seen = process_state(module.run_command, runtime, name)
+        if not seen["running"]:
+            reasons.append(f"{name}: {seen['state']}")
             continue
-        if runtime == "docker" and label != proc.get("hash"):
-            reasons.append(f"{name}: runs plan {label}, planned {proc.get('hash')}")
+        if runtime == "docker" and seen["plan_hash"] != proc.get("hash"):
+            reasons.append(f"{name}: runs plan {seen['plan_hash']}, planned {proc.get('hash')}")
             continue
         health = proc.get("health") or {}
         port = health.get("port") or (proc.get("port") if proc.get("serves_http") else None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -114,6 +115,13 @@ def test_rolling_update_under_load_has_no_failed_requests(roll, capsys):
         assert mode == "700"
     workers = host_exec(roll.container("roll-r"), ["python3", "-c", "import urllib.request as u;print(u.urlopen('http://127.0.0.1:8000/list_workers').read().decode())"])
     assert len(json.loads(workers.stdout)["urls"]) == 3
+    # the run's own report: the same floor the client saw, and each instance's time out of the router
+    m = re.search(r"rollout: 3 instance\(s\): updated 3; serving capacity never below 2 of 3; "
+                  r"out of service per instance: i0 ([0-9.]+) s, i1 ([0-9.]+) s, i2 ([0-9.]+) s", run.out)
+    assert m, run.out[-3000:]
+    assert all(0 < float(x) < run.seconds for x in m.groups()), m.groups()
+    with capsys.disabled():
+        print(f"summary: out of service per instance {', '.join(m.groups())} s (run {run.seconds:.0f} s)")
 
 
 def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
@@ -127,6 +135,10 @@ def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     assert run.rc != 0, run
     assert stats["failed"] == 0, stats
     assert "rolled back" in run.out, run
+    m = re.search(r"rollout: 3 instance\(s\): rolled back 1, not reached 2; serving capacity never below 2 of 3; "
+                  r"out of service per instance: i0 ([0-9.]+) s; restored: i0 in ([0-9.]+) s", run.out)
+    assert m, run.out[-3000:]
+    assert 0 < float(m.group(2)) <= float(m.group(1)), m.groups()
     canary = running(roll, "roll-a")
     # the canary serves its previous revision again: the same argv and image as before
     assert canary["Config"]["Cmd"] == before["roll-a"]["Config"]["Cmd"]

@@ -39,10 +39,11 @@ HOSTS = {
     "c1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False,
            "vllm_fleet_deploy_failure": "Health gate: vllm-fleet-tiny is not running (exited)"},
     "d1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False},
-    "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0}, "vllm_fleet_current": False,
+    "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0, "unit": "i0"}, "vllm_fleet_current": False,
+           "vllm_fleet_out_at": 1796140000.25, "vllm_fleet_back_at": 1796140061.5, "vllm_fleet_restore_at": 1796140020.0,
            "vllm_fleet_outcome": "rolled back", "vllm_fleet_outcome_detail": "failed node(s): ['r1']",
            "vllm_fleet_deploy_failure": "Health gate: /health did not answer 200 within 900 s"},
-    "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1}, "vllm_fleet_current": False,
+    "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1, "unit": "i1"}, "vllm_fleet_current": False,
            "vllm_fleet_rollout_stopped": True},
     "n1": {},   # deploys nothing
 }
@@ -55,7 +56,8 @@ def summary_task():
     return summary[0]["tasks"]
 
 
-def run_summary(tmp_path, check=False):
+def run_summary(tmp_path, check=False, hosts=None):
+    hosts = HOSTS if hosts is None else hosts
     setup = {"hosts": "all", "gather_facts": False, "tasks": [
         {"name": "Facts deploy.yml leaves", "ansible.builtin.set_fact": {"{{ item.key }}": "{{ item.value }}"},
          "loop": "{{ hostfacts[inventory_hostname] | dict2items }}"},
@@ -68,15 +70,15 @@ def run_summary(tmp_path, check=False):
     (tmp_path / "templates" / "deploy_summary.j2").write_text(
         (ROOT / "playbooks" / "templates" / "deploy_summary.j2").read_text())
     inv = tmp_path / "hosts.ini"
-    inv.write_text("".join(f"{h} ansible_connection=local\n" for h in HOSTS))
+    inv.write_text("".join(f"{h} ansible_connection=local\n" for h in hosts))
     cfg = tmp_path / "ansible.cfg"
-    cfg.write_text("[defaults]\ncallback_result_format = json\n")
+    cfg.write_text(f"[defaults]\ncallback_result_format = json\nfilter_plugins = {ROOT / 'plugins' / 'filter'}\n")
     env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                ANSIBLE_HOME=str(tmp_path / "home"), ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
     argv = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inv), str(book),
-            "-e", json.dumps({"hostfacts": HOSTS})] + (["--check"] if check else [])
+            "-e", json.dumps({"hostfacts": hosts})] + (["--check"] if check else [])
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
-    m = re.search(r'ok: \[a1\] => (\{.*?\n\})', proc.stdout, re.S)
+    m = re.search(r'ok: \[' + next(iter(hosts)) + r'\] => (\{.*?\n\})', proc.stdout, re.S)
     assert m, proc.stdout + proc.stderr
     return json.loads(m.group(1))["msg"].split("\n"), proc.stdout
 
@@ -91,6 +93,8 @@ def test_summary_lines(tmp_path):
         "  r1: Health gate: /health did not answer 200 within 900 s; failed node(s): ['r1']",
         "big (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): not reached on r2",
         "  r2: the rollout stopped before its batch",
+        "  rollout: 2 instance(s): rolled back 1, not reached 1; serving capacity never below 1 of 2; "
+        "out of service per instance: i0 61.2 s; restored: i0 in 41.5 s",
         "minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): deployed on a1, a2, "
         "healthy after 70.2 s; serves minilm on port 8000",
         "minilm-uv (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): unchanged on b1; serves minilm on port 8001",
@@ -104,6 +108,7 @@ def test_summary_lines(tmp_path):
 
 def test_summary_in_check_mode_says_would_deploy(tmp_path):
     msg, _ = run_summary(tmp_path, check=True)
+    assert not [line for line in msg if "rollout:" in line]   # nothing was measured
     assert msg[0].startswith("would deploy 2, unchanged 1")
     assert msg[5].startswith("minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): would deploy on a1, a2")
 
@@ -112,3 +117,14 @@ def test_rollout_play_never_names_a_missing_group():
     plays = yaml.safe_load(DEPLOY.read_text())
     rollout = next(p for p in plays if p.get("name", "").startswith("Roll out the engines"))
     assert rollout["hosts"] == "{{ 'vllm_fleet_rollout' if 'vllm_fleet_rollout' in groups else 'all:!all' }}"
+
+
+def test_summary_of_a_big_rollout_gives_median_and_max_and_names_who_is_not_back(tmp_path):
+    hosts = {f"e{i}": {"vllm_fleet_plan": {**plan("wide", "docker"), "batch": 0 if i == 0 else 1 + i // 3, "unit": f"i{i}"},
+                       "vllm_fleet_current": False, "vllm_fleet_outcome": "updated",
+                       "vllm_fleet_out_at": 100.0 * i, "vllm_fleet_back_at": 100.0 * i + 40 + i}
+             for i in range(6)}
+    hosts["e5"].update(vllm_fleet_outcome="rolled back", vllm_fleet_back_at=None)
+    msg, _ = run_summary(tmp_path, hosts=hosts)
+    assert msg[-1] == ("  rollout: 6 instance(s): updated 5, rolled back 1; serving capacity never below 5 of 6; "
+                       "out of service per instance: median 42.0 s, max 44.0 s over 5, not back: i5"), msg

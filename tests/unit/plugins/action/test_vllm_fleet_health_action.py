@@ -49,6 +49,7 @@ def ansible_playbook(tmp_path, **extra_vars):
     cfg = tmp_path / "ansible.cfg"
     cfg.write_text("[defaults]\nlocalhost_warning = False\n")
     env = dict(os.environ, ANSIBLE_CONFIG=str(cfg), ANSIBLE_LIBRARY=str(ROOT / "plugins" / "modules"),
+               ANSIBLE_MODULE_UTILS=str(ROOT / "plugins" / "module_utils"),
                ANSIBLE_ACTION_PLUGINS=str(ROOT / "plugins" / "action"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
                ANSIBLE_HOME=str(tmp_path / "home"))

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from module_runner import import_module_file, module_argv
 
 pytest.importorskip("ansible")
 
@@ -30,7 +31,8 @@ HF_TOKEN = "hf_SecretTokenForTheUnitTest42"
 FAKE_DOCKER = """#!/bin/sh
 # FAKE docker CLI for the health module's unit test: state from $FAKE_DOCKER_STATE
 case "$1" in
-  inspect) echo "$FAKE_DOCKER_STATE" ;;
+  inspect) set -- $FAKE_DOCKER_STATE   # status restart-count exit-code, as docker inspect's -f fields
+           printf '{"Status":"%s","Running":false,"Restarting":false,"Pid":4242,"ExitCode":%s}\t%s\t<no value>\n' "$1" "$3" "$2" ;;
   logs) printf 'INFO starting with api key %s\\nINFO HF_TOKEN=%s loaded\\nINFO Loading weights (last line) key=%s\\n' \
             "$FAKE_SECRET_1" "$FAKE_SECRET_2" "$FAKE_SECRET_1" ;;
   *) exit 2 ;;
@@ -115,7 +117,7 @@ def run(tmp_path, fake_bin=None, state="running 0 0", **args):
     if fake_bin:
         env["PATH"] = f"{fake_bin}{os.pathsep}{env['PATH']}"
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True,
+    proc = subprocess.run(module_argv(MODULE, path), capture_output=True, text=True,
                           timeout=60, env=env)
     out = json.loads(proc.stdout)
     out["_seconds"] = time.monotonic() - start
@@ -188,11 +190,7 @@ def test_secrets_are_masked_in_waiting_results(tmp_path, server, fake_docker):
 
 
 def test_masker_masks_nested_values_longest_secret_first():
-    sys.path.insert(0, str(MODULE.parent))
-    try:
-        import vllm_fleet_health as mod
-    finally:
-        sys.path.pop(0)
+    mod = import_module_file(MODULE)
     mask = mod.masker(["abc", "abcdef", None, ""])
     assert mask("x abcdef y abc") == "x ******** y ********"
     assert mod.masked({"a": ["abc", 3, {"b": "zabcdefz"}]}, mask) == {"a": ["********", 3, {"b": "z********z"}]}

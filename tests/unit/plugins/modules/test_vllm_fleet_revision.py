@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from module_runner import module_argv
 
 ROOT = Path(__file__).resolve().parents[4]
 MODULE = ROOT / "plugins" / "modules" / "vllm_fleet_revision.py"
@@ -22,7 +23,7 @@ def run(tmp_path, check=False, **args):
         args["_ansible_check_mode"] = True
     path = tmp_path / "args.json"
     path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(module_argv(MODULE, path), capture_output=True, text=True, timeout=60)
     return json.loads(proc.stdout)
 
 

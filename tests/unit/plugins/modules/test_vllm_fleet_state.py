@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from module_runner import module_argv
 
 ROOT = Path(__file__).resolve().parents[4]
 MODULE = ROOT / "plugins" / "modules" / "vllm_fleet_state.py"
@@ -23,7 +24,7 @@ pytest.importorskip("ansible")
 def run(tmp_path, **args):
     path = tmp_path / "args.json"
     path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    proc = subprocess.run([sys.executable, str(MODULE), str(path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(module_argv(MODULE, path), capture_output=True, text=True, timeout=60)
     return json.loads(proc.stdout)
 
 

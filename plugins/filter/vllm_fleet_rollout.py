@@ -1,0 +1,232 @@
+# -*- coding: utf-8 -*-
+"""Filters of the rollout (playbooks/_deploy.yml, rollback.yml, status.yml): the order of the
+engine hosts in batches, which nodes and batches failed, deployment-wide revision numbers, what
+status reports from the hosts' records, and the run report (outcomes per instance, the serving
+capacity floor and each instance's time out of service)."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import sys
+
+# The engine's pure-Python rollout order (plugins/module_utils/vllm_fleet/plan.py).
+_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
+if _UTILS not in sys.path:
+    sys.path.insert(0, _UTILS)
+
+from vllm_fleet.plan import rollout as _rollout  # noqa: E402
+
+
+def failed_nodes(hostvars, hosts, alive=None) -> dict:
+    """Nodes among ``hosts`` that recorded a deploy failure, or left the play (``alive``)."""
+    out = {}
+    for host in hosts:
+        failure = hostvars[host].get("vllm_fleet_deploy_failure") if host in hostvars else None
+        if failure:
+            out[str(host)] = str(failure).strip()
+        elif alive is not None and host not in alive:
+            out[str(host)] = "not in the play any more (unreachable, or failed earlier)"
+    return out
+
+
+FAILED_OUTCOMES = ("rolled back", "stopped", "failed")
+
+
+def batch_failed_share(hostvars, hosts) -> float:
+    """Percentage of the instances among ``hosts`` (a rollout batch) that did not reach their new
+    revision (any node rolled back, stopped, failed or gone)."""
+    instances, failed = set(), set()
+    for host in hosts:
+        facts = hostvars[host] if host in hostvars else {}
+        plan = facts.get("vllm_fleet_plan") or {}
+        key = (plan.get("deployment"), plan.get("unit"))
+        instances.add(key)
+        if facts.get("vllm_fleet_outcome") in FAILED_OUTCOMES or facts.get("vllm_fleet_deploy_failure"):
+            failed.add(key)
+    return 100.0 * len(failed) / len(instances) if instances else 0.0
+
+
+def all_current(hostvars, hosts) -> bool:
+    """Every one of ``hosts`` already runs its plan, healthy (vllm_fleet_current facts)."""
+    return bool(hosts) and all(bool(hostvars[h].get("vllm_fleet_current")) if h in hostvars else False
+                               for h in hosts)
+
+
+def _recorded_numbers(hostvars, hosts, deployment, var) -> dict:
+    """Revision numbers of ``deployment`` each of ``hosts`` recorded, from the registered result
+    of a vllm_fleet_revision read (``var``); hosts without that result are left out."""
+    out = {}
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        plan, read = hv.get("vllm_fleet_plan"), hv.get(var)
+        if not plan or not isinstance(read, dict) or plan.get("deployment") != deployment:
+            continue
+        entry = (read.get("deployments") or {}).get(deployment) or {}
+        out[str(host)] = sorted(int(r["number"]) for r in entry.get("revisions") or [])
+    return out
+
+
+def next_revision(hostvars, hosts, deployment, var="vllm_fleet_record_have") -> int:
+    """The number of a deployment's next revision: one above the newest any of its hosts
+    recorded, so one number names one change of the whole deployment (a host whose plan did
+    not change keeps its older revision, which is what it ran at that number)."""
+    numbers = [n for ns in _recorded_numbers(hostvars, hosts, deployment, var).values() for n in ns]
+    return max(numbers, default=0) + 1
+
+
+def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollback_have") -> dict:
+    """The deployment revision rollback.yml goes back to: ``previous`` (the one before the
+    newest any host recorded) or a number some host recorded. Returns {number, error}."""
+    known = sorted({n for ns in _recorded_numbers(hostvars, hosts, deployment, var).values() for n in ns})
+    listed = ", ".join(map(str, known)) or "none"
+    wanted = str(wanted).strip()
+    if wanted == "previous":
+        if len(known) < 2:
+            return {"number": None, "error": f"deployment {deployment} has no previous revision "
+                                             f"(recorded revisions: {listed})"}
+        return {"number": known[-2], "error": ""}
+    if not re.match(r"^[0-9]{1,9}$", wanted) or int(wanted) not in known:
+        return {"number": None, "error": f"deployment {deployment} has no revision {wanted} "
+                                         f"(recorded revisions: {listed})"}
+    return {"number": int(wanted), "error": ""}
+
+
+def status_processes(recorded, plan=None) -> list:
+    """What status.yml reports on a host: every process of every deployment the host recorded
+    (its current revision), and today's planned processes of a deployment it never recorded.
+    Each: deployment, revision (None: never deployed), recipe, the process, and ``inventory``:
+    ``current`` (today's plan is what runs), ``changed`` (deploy.yml would change it),
+    ``orphan`` (no longer in the inventory) or ``not deployed``."""
+    out = []
+    today = (plan or {}).get("deployment")
+    for name, entry in sorted((recorded or {}).items()):
+        record = entry.get("record") or {}
+        rplan = record.get("plan") or {}
+        if name != today:
+            inventory = "orphan"
+        else:
+            inventory = "current" if record.get("hash") == (plan or {}).get("hash") else "changed"
+        for proc in rplan.get("processes") or []:
+            out.append({"deployment": name, "revision": entry.get("current"), "recipe": rplan.get("recipe"),
+                        "process": proc, "inventory": inventory})
+    if today and today not in (recorded or {}):
+        for proc in plan.get("processes") or []:
+            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "process": proc,
+                        "inventory": "not deployed"})
+    return out
+
+
+def rollout(hostvars, hosts) -> dict:
+    """Engine hosts in rollout order and Ansible's serial list (hosts per batch).
+
+    Instances whose hosts all run their plan already (the re-run fast path) are left out."""
+    plans = {}
+    for host in hosts:
+        plan = hostvars[host].get("vllm_fleet_plan")
+        if plan and not all_current(hostvars, plan.get("instance_hosts") or [host]):
+            plans[str(host)] = plan
+    return _rollout(plans)
+
+
+# An instance's outcome is the worst of its nodes'.
+_OUTCOME_ORDER = ("failed", "stopped", "rolled back", "not reached", "updated", "unchanged")
+
+
+def _host_outcome(facts, alive) -> str:
+    plan = facts.get("vllm_fleet_plan") or {}
+    outcome = facts.get("vllm_fleet_outcome")
+    if facts.get("vllm_fleet_current"):
+        return "unchanged"
+    if outcome in _OUTCOME_ORDER:
+        return outcome
+    if not alive or facts.get("vllm_fleet_deploy_failure"):
+        return "failed"
+    if facts.get("vllm_fleet_rollout_stopped"):
+        return "not reached"
+    return "updated" if plan.get("batch") is not None else "unchanged"
+
+
+def rollout_report(hostvars, hosts, alive=None) -> dict:
+    """What the rollout did to each deployment, from the facts the rollout play leaves on its
+    hosts (vllm_fleet_outcome, vllm_fleet_current, vllm_fleet_deploy_failure, and the controller
+    times vllm_fleet_out_at (before the drain, or the stop where there is no router) and
+    vllm_fleet_back_at (back in the router, or healthy)).
+
+    Per deployment: ``instances``, ``outcomes`` (outcome -> instance count; an instance has the
+    worst outcome of its nodes), ``new`` (instances with no earlier revision: not serving before),
+    ``serving_before``, ``floor`` (fewest of those serving at any moment of the run: an instance
+    is out from its first node's out_at to its last node's back_at, to the end of the run when
+    it did not come back; a node that left the play is out for the whole run), ``downtime``
+    (instance -> seconds out, None = not back), ``downtime_median`` / ``downtime_max`` over
+    the instances that came back, and ``restored`` (rolled-back instance -> seconds from the
+    start of its restore (vllm_fleet_restore_at) to back in service). ``alive``: the hosts still in the play (None: all)."""
+    instances = {}
+    for host in hosts:
+        facts = hostvars[host] if host in hostvars else {}
+        plan = facts.get("vllm_fleet_plan") or {}
+        if plan.get("batch") is None or plan.get("unit") is None:
+            continue   # no engine here (router, services only, or nothing to deploy)
+        key = (str(plan["deployment"]), str(plan["unit"]))
+        inst = instances.setdefault(key, {"outcomes": [], "out": [], "back": [], "restore": [], "new": False,
+                                          "lost": False})
+        in_play = alive is None or host in alive
+        inst["outcomes"].append(_host_outcome(facts, in_play))
+        inst["new"] = inst["new"] or bool(facts.get("vllm_fleet_first_deploy"))
+        if not in_play and not facts.get("vllm_fleet_current"):
+            inst["lost"] = True
+        if facts.get("vllm_fleet_out_at") not in (None, ""):
+            inst["out"].append(float(facts["vllm_fleet_out_at"]))
+            back = facts.get("vllm_fleet_back_at")
+            inst["back"].append(float(back) if back not in (None, "") else None)
+        if facts.get("vllm_fleet_restore_at") not in (None, ""):
+            inst["restore"].append(float(facts["vllm_fleet_restore_at"]))
+    out = {}
+    for (deployment, unit), inst in sorted(instances.items()):
+        dep = out.setdefault(deployment, {"instances": 0, "outcomes": {}, "new": 0, "serving_before": 0,
+                                          "floor": None, "downtime": {}, "restored": {}, "_intervals": []})
+        outcome = min(inst["outcomes"], key=_OUTCOME_ORDER.index)
+        dep["instances"] += 1
+        dep["outcomes"][outcome] = dep["outcomes"].get(outcome, 0) + 1
+        if inst["new"]:
+            dep["new"] += 1
+            continue
+        dep["serving_before"] += 1
+        if inst["lost"]:
+            dep["_intervals"].append((float("-inf"), float("inf")))
+            dep["downtime"][unit] = None
+        elif inst["out"]:
+            start = min(inst["out"])
+            back = None if None in inst["back"] else max(inst["back"])
+            dep["_intervals"].append((start, float("inf") if back is None else back))
+            dep["downtime"][unit] = None if back is None else round(back - start, 1)
+            if outcome == "rolled back" and back is not None and inst["restore"]:
+                dep["restored"][unit] = round(back - min(inst["restore"]), 1)
+    for dep in out.values():
+        events = sorted([(s, 1) for s, _ in dep["_intervals"]] + [(e, -1) for _, e in dep["_intervals"]],
+                        key=lambda ev: (ev[0], ev[1]))   # an end before a start at the same time
+        down = most = 0
+        for _, step in events:
+            down += step
+            most = max(most, down)
+        dep["floor"] = dep["serving_before"] - most if dep["serving_before"] else None
+        back = [s for s in dep["downtime"].values() if s is not None]
+        dep["downtime_median"] = round(statistics.median(back), 1) if back else None
+        dep["downtime_max"] = max(back) if back else None
+        del dep["_intervals"]
+    return out
+
+
+class FilterModule:
+    def filters(self):
+        return {
+            "vllm_fleet_failed_nodes": failed_nodes,
+            "vllm_fleet_batch_failed_share": batch_failed_share,
+            "vllm_fleet_all_current": all_current,
+            "vllm_fleet_next_revision": next_revision,
+            "vllm_fleet_status_processes": status_processes,
+            "vllm_fleet_rollback_target": rollback_target,
+            "vllm_fleet_rollout": rollout,
+            "vllm_fleet_rollout_report": rollout_report,
+        }
