@@ -33,6 +33,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from . import schema, select
 from .contract import NAME_RE, SECRETS, settings_of
 from .docker import env_text
+from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
 from .render import PD_ROLES, Process, RenderError, Request, as_list, as_map, resolve
 from .shell import dedupe, vllm_shell
@@ -872,9 +873,10 @@ def _config_json(dep: Deployment, template: Any, where: str, resolved, store: bo
     return json.dumps(out, indent=2) + "\n"
 
 
-def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engine_host: bool) -> Dict[str, Any]:
+def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engine_host: bool) -> PlannedProcess:
+    """One planned process: placeholders resolved (a missing value is a problem naming host and
+    variable), then built by :func:`_engine_process` (vLLM) or :func:`_service_process`."""
     host, proc, settings = slot.host, slot.proc, dep.settings
-    problems = dep.problems
     values = dict(PLACEHOLDER_DEFAULTS)
     values.update(dep.values)
     values.update(slot.values)
@@ -884,113 +886,120 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
         out, missing = substitute(text, values)
         for name in missing:
             var = "vllm_fleet_iface" if name == "IFACE_NAME" else f"vllm_fleet_placeholders.{name}"
-            problems.append(f"{host.name}: {var}: placeholder ${name} in {where} has no value "
-                            f"(set vllm_fleet_placeholders.{name}"
-                            f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
+            dep.problems.append(f"{host.name}: {var}: placeholder ${name} in {where} has no value "
+                                f"(set vllm_fleet_placeholders.{name}"
+                                f"{' or vllm_fleet_iface' if name == 'IFACE_NAME' else ''})")
         return out
 
     argv = [resolved(str(tok), f"the {proc.role} command") for tok in proc.argv]
     env = {key: resolved(env_text(value), f"env {key} of {proc.role}") for key, value in proc.env.items()}
-    base: Dict[str, Any] = {"name": slot.name, "kind": proc.kind, "role": proc.role, "rank": proc.rank,
-                            "phase": slot.phase, "secret_env": [], "credentials": [], "image": None, "model_path": None,
-                            "served_model_name": None, "packages": [], "mounts": []}
     if proc.kind in ("vllm", "omni"):
-        multi = any(tok in ("--nnodes", "--data-parallel-address", "--master-addr") for tok in proc.argv)
-        if multi and host.address:
-            env.setdefault("VLLM_HOST_IP", host.address)
-        if "VLLM_NIXL_SIDE_CHANNEL_HOST" in env and host.address:
-            # the side channel is a bind address: this node's own (the recipe's comment says so)
-            env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.address
-        for key, value in as_map(settings.get("env")).items():
-            env[str(key)] = str(value)
-        # per host (CPU/NUMA binding, local cache dirs): may differ inside a deployment
-        for key, value in as_map(host.settings.get("host_env")).items():
-            env[str(key)] = str(value)
-        argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
-        have = int(host.gpu.get("count") or 0)
-        if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
-            need = gpus_per_node(argv, len(slot.unit_hosts))
-            if need > have:
-                problems.append(f"{host.name}: vllm_fleet_extra_args: the command needs {need} GPUs per node "
-                                f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but the "
-                                f"host has {have}; lower the parallel sizes or choose another "
-                                f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
-        docker = proc.docker or {}
-        image = settings.get("image") or docker.get("image")
-        if settings.get("image_tag") and image:
-            image = image.rsplit(":", 1)[0] + ":" + str(settings["image_tag"]).lstrip(":")
-        version = settings.get("vllm_version") or (image_version(image) if dep.runtime == "docker" else None)
-        problems.extend(_check_versions(dep.recipe, dep.variant, version, argv, host.name))
-        if dep.store and dep.store.get("min_vllm_version"):
-            need = dep.store["min_vllm_version"]
-            if version_tuple(version) and version_tuple(version) < version_tuple(need):
-                problems.append(f"{host.name}: vllm_fleet_vllm_version {version} is older than "
-                                f"{dep.req.kv_offload}'s min_vllm_version {need}")
-        port = _int_flag(argv, "--port", proc.port or DEFAULT_PORT)
-        mounts = []
-        if "MOONCAKE_CONFIG_PATH" in proc.env:
-            path = values["MOONCAKE_CONFIG_PATH"]
-            template = as_map((dep.store or {}).get("mooncake_vllm_config")).get("template")
-            files[path] = {"path": path, "mode": "0644",
-                           "content": _config_json(dep, template, "the Mooncake vLLM config", resolved)}
-            mounts.append(path.rsplit("/", 1)[0])
-        base.update({
-            "runtime": dep.runtime,
-            "version": version,
-            "argv": argv,
-            "env": env,
-            "secret_env": sorted(str(k) for k in as_list(settings.get("secrets"))
-                                 if k not in SECRET_FILES or dep.runtime != "uv"),
-            "credentials": [credential(dep.name, k) for k in sorted(as_list(settings.get("secrets")))
-                            if k in SECRET_FILES and dep.runtime == "uv"],
-            "image": image,
-            "port": port,
-            "serves_http": "--headless" not in argv,
-            "served_model_name": settings.get("served_model_name") or proc.argv[2],
-            "model_path": settings.get("model_path"),
-            "packages": _mooncake_packages(dep, (proc.docker or {}).get("brand_key") or "nvidia")
-            if dep.store else [],
-            "mounts": mounts,
-            "health": {"kind": "vllm", "request": _health_kind(dep.recipe, argv)},
-            "bind": _bind(argv),
-            "probe_host": _probe_host(argv),
-        })
+        planned = _engine_process(dep, slot, files, argv, env, values, resolved)
     else:
-        brand = (dep.profile.get("brand") or "").lower()
-        brand = "amd" if brand == "amd" else "nvidia"
-        if proc.kind == "router":
-            argv = _router_argv(argv)
-            version = settings.get("router_version")
-            packages = ["vllm-router" + (f"=={version}" if version else "")]
-            port = _int_flag(argv, "--port", int(values["ROUTER_PORT"]))
-            health = {"kind": "router"}
-        else:
-            # a services-only host has no GPU: it gets Mooncake's non-CUDA build
-            packages = _mooncake_packages(dep, brand if engine_host else "amd")
-            port = None
-            health = {"kind": "alive"}
-            if proc.kind == "mooncake_master":
-                # the RPC port is what clients use; readiness is the admin server's /health
-                port = _int_flag(argv, "-rpc_port", 50051)
-                health = {"kind": "http", "port": _int_flag(argv, "-metrics_port", 9003)}
-            if proc.kind == "mooncake_store":
-                path = values["MOONCAKE_STORE_CONFIG_PATH"]
-                # the store service refuses a config without local_hostname (the recipe has none):
-                # it is the address this store registers with the master
-                template = dict(as_map(proc.config))
-                template.setdefault("local_hostname", host.address or "")
-                files[path] = {"path": path, "mode": "0644",
-                               "content": _config_json(dep, template, "the Mooncake store config",
-                                                       resolved, store=True)}
-        base.update({"runtime": "service", "version": None, "argv": argv, "env": env, "port": port,
-                     "serves_http": proc.kind == "router", "packages": packages, "health": health,
-                     "bind": _bind(argv) if proc.kind == "router" else None,
-                     "probe_host": _probe_host(argv) if proc.kind == "router" else "127.0.0.1"})
-    hashed = {k: base[k] for k in ("argv", "env", "image", "port", "packages")}
-    if base["secret_env"] or base.get("credentials"):
+        planned = _service_process(dep, slot, files, argv, env, values, resolved, engine_host)
+    hashed = {"argv": planned.argv, "env": planned.env, "image": planned.image, "port": planned.port,
+              "packages": planned.packages}
+    if planned.secret_env or planned.credentials:
         hashed["secrets"] = settings.get("secret_digest")
-    base["hash"] = plan_hash(hashed)
-    return base
+    planned.hash = plan_hash(hashed)
+    return planned
+
+
+def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], argv: List[str],
+                    env: Dict[str, str], values: Mapping[str, str], resolved) -> PlannedProcess:
+    """A vLLM server (vllm / omni): the operator's env and flags, GPU count and version checks,
+    the image, Mooncake's config file, where it binds and is probed."""
+    host, proc, settings, problems = slot.host, slot.proc, dep.settings, dep.problems
+    multi = any(tok in ("--nnodes", "--data-parallel-address", "--master-addr") for tok in proc.argv)
+    if multi and host.address:
+        env.setdefault("VLLM_HOST_IP", host.address)
+    if "VLLM_NIXL_SIDE_CHANNEL_HOST" in env and host.address:
+        # the side channel is a bind address: this node's own (the recipe's comment says so)
+        env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = host.address
+    for key, value in as_map(settings.get("env")).items():
+        env[str(key)] = str(value)
+    # per host (CPU/NUMA binding, local cache dirs): may differ inside a deployment
+    for key, value in as_map(host.settings.get("host_env")).items():
+        env[str(key)] = str(value)
+    argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
+    have = int(host.gpu.get("count") or 0)
+    if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
+        need = gpus_per_node(argv, len(slot.unit_hosts))
+        if need > have:
+            problems.append(f"{host.name}: vllm_fleet_extra_args: the command needs {need} GPUs per node "
+                            f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but the "
+                            f"host has {have}; lower the parallel sizes or choose another "
+                            f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
+    docker = proc.docker or {}
+    image = settings.get("image") or docker.get("image")
+    if settings.get("image_tag") and image:
+        image = image.rsplit(":", 1)[0] + ":" + str(settings["image_tag"]).lstrip(":")
+    version = settings.get("vllm_version") or (image_version(image) if dep.runtime == "docker" else None)
+    problems.extend(_check_versions(dep.recipe, dep.variant, version, argv, host.name))
+    if dep.store and dep.store.get("min_vllm_version"):
+        need = dep.store["min_vllm_version"]
+        if version_tuple(version) and version_tuple(version) < version_tuple(need):
+            problems.append(f"{host.name}: vllm_fleet_vllm_version {version} is older than "
+                            f"{dep.req.kv_offload}'s min_vllm_version {need}")
+    mounts = []
+    if "MOONCAKE_CONFIG_PATH" in proc.env:
+        path = values["MOONCAKE_CONFIG_PATH"]
+        template = as_map((dep.store or {}).get("mooncake_vllm_config")).get("template")
+        files[path] = {"path": path, "mode": "0644",
+                       "content": _config_json(dep, template, "the Mooncake vLLM config", resolved)}
+        mounts.append(path.rsplit("/", 1)[0])
+    secrets = sorted(str(k) for k in as_list(settings.get("secrets")))
+    return PlannedProcess(
+        name=slot.name, kind=proc.kind, role=proc.role, rank=proc.rank, phase=slot.phase,
+        runtime=dep.runtime, version=version, argv=argv, env=env,
+        port=_int_flag(argv, "--port", proc.port or DEFAULT_PORT),
+        serves_http="--headless" not in argv,
+        health={"kind": "vllm", "request": _health_kind(dep.recipe, argv)},
+        bind=_bind(argv), probe_host=_probe_host(argv), image=image,
+        served_model_name=settings.get("served_model_name") or proc.argv[2],
+        model_path=settings.get("model_path"),
+        packages=_mooncake_packages(dep, docker.get("brand_key") or "nvidia") if dep.store else [],
+        mounts=mounts,
+        secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
+        credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"])
+
+
+def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], argv: List[str],
+                     env: Dict[str, str], values: Mapping[str, str], resolved, engine_host: bool) -> PlannedProcess:
+    """A cluster service under systemd: vllm-router, mooncake_master, mooncake_store (its config
+    file), with its pip packages and how its readiness is probed."""
+    host, proc, settings = slot.host, slot.proc, dep.settings
+    brand = "amd" if (dep.profile.get("brand") or "").lower() == "amd" else "nvidia"
+    if proc.kind == "router":
+        argv = _router_argv(argv)
+        version = settings.get("router_version")
+        packages = ["vllm-router" + (f"=={version}" if version else "")]
+        port: Optional[int] = _int_flag(argv, "--port", int(values["ROUTER_PORT"]))
+        health: Dict[str, Any] = {"kind": "router"}
+    else:
+        # a services-only host has no GPU: it gets Mooncake's non-CUDA build
+        packages = _mooncake_packages(dep, brand if engine_host else "amd")
+        port = None
+        health = {"kind": "alive"}
+        if proc.kind == "mooncake_master":
+            # the RPC port is what clients use; readiness is the admin server's /health
+            port = _int_flag(argv, "-rpc_port", 50051)
+            health = {"kind": "http", "port": _int_flag(argv, "-metrics_port", 9003)}
+        if proc.kind == "mooncake_store":
+            path = values["MOONCAKE_STORE_CONFIG_PATH"]
+            # the store service refuses a config without local_hostname (the recipe has none):
+            # it is the address this store registers with the master
+            template = dict(as_map(proc.config))
+            template.setdefault("local_hostname", host.address or "")
+            files[path] = {"path": path, "mode": "0644",
+                           "content": _config_json(dep, template, "the Mooncake store config",
+                                                   resolved, store=True)}
+    router = proc.kind == "router"
+    return PlannedProcess(
+        name=slot.name, kind=proc.kind, role=proc.role, rank=proc.rank, phase=slot.phase,
+        runtime="service", version=None, argv=argv, env=env, port=port, serves_http=router,
+        health=health, bind=_bind(argv) if router else None,
+        probe_host=_probe_host(argv) if router else "127.0.0.1", packages=packages)
 
 
 _ANY_ADDRESS = (None, "0.0.0.0", "::", "[::]")
@@ -1012,17 +1021,17 @@ def _probe_host(argv: Sequence[str]) -> str:
     return f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
 
 
-def _check_reachable(dep: "Deployment", out: Dict[str, Dict[str, Any]]) -> None:
+def _check_reachable(dep: "Deployment", out: Dict[str, HostPlan]) -> None:
     """Every server a router of the deployment lists (``http://A:P`` in its argv) must listen
     where the router connects: every interface, or exactly A (vllm_fleet_listen)."""
-    servers = {(entry.get("address"), proc.get("port")): (host, proc)
-               for host, entry in out.items() for proc in entry["processes"]
-               if proc["kind"] in ("vllm", "omni") and proc.get("serves_http")}
+    servers = {(entry.address, proc.port): (host, proc)
+               for host, entry in out.items() for proc in entry.processes
+               if proc.kind in ("vllm", "omni") and proc.serves_http}
     for router_host, entry in out.items():
-        for router in entry["processes"]:
-            if router["kind"] != "router":
+        for router in entry.processes:
+            if router.kind != "router":
                 continue
-            for tok in router["argv"]:
+            for tok in router.argv:
                 match = re.match(r"^https?://\[?([^\]/]+?)\]?:(\d+)", str(tok))
                 if not match:
                     continue
@@ -1030,9 +1039,9 @@ def _check_reachable(dep: "Deployment", out: Dict[str, Dict[str, Any]]) -> None:
                 if found is None:
                     continue
                 host, proc = found
-                if proc["bind"] is not None and proc["bind"] != match.group(1):
+                if proc.bind is not None and proc.bind != match.group(1):
                     dep.problems.append(
-                        f"{host}: vllm_fleet_listen: the server listens on {proc['bind']} only, but the router "
+                        f"{host}: vllm_fleet_listen: the server listens on {proc.bind} only, but the router "
                         f"on {router_host} reaches it at {match.group(0)}; listen on all or on {match.group(1)}")
 
 
@@ -1046,97 +1055,79 @@ def credential(deployment: str, secret: str) -> Dict[str, str]:
 
 
 def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:
+    """Each host's plan (as the dicts the playbooks read), from the placed slots."""
     req, profile = dep.req, dep.profile
-    units_all = sorted({s.unit_index for s in slots if s.unit_index is not None})
-    batch_of = rollout_batches(len(units_all), dep.settings.get("rollout_batch"))
+    units = sorted({s.unit_index for s in slots if s.unit_index is not None})
+    batch_of = rollout_batches(len(units), dep.settings.get("rollout_batch"))
     by_host: Dict[str, List[Slot]] = {}
     for slot in slots:
         by_host.setdefault(slot.host.name, []).append(slot)
-    out: Dict[str, Dict[str, Any]] = {}
-    units = sorted({s.unit_index for s in slots if s.unit_index is not None})
+    out: Dict[str, HostPlan] = {}
     for host_name, mine in by_host.items():
         files: Dict[str, Dict[str, Any]] = {}
         engine_host = any(s.phase == "engine" for s in mine)
         processes = [_process(dep, slot, files, engine_host) for slot in mine]
         engine = next((s for s in mine if s.phase == "engine"), None)
-        primary = engine or mine[0]
+        first = processes[mine.index(engine or mine[0])]
         vendor = "none"
         if engine is not None:
-            docker = engine.proc.docker or {}
-            vendor = VENDOR_BY_BRAND_KEY.get(docker.get("brand_key"), "cuda")
+            vendor = VENDOR_BY_BRAND_KEY.get((engine.proc.docker or {}).get("brand_key"), "cuda")
             if profile.get("generation") == "xpu":
                 vendor = "xpu"
         gpus = int(profile.get("gpu_count") or 1)
-        first = processes[mine.index(primary)]
-        batch = None
-        if engine is not None:
-            batch = batch_of[units.index(engine.unit_index)]
-        entry = {
-            "deployment": dep.name,
-            "recipe": req.hf_id,
-            "variant": req.variant,
-            "hardware": req.hardware,
-            "strategy": req.strategy,
-            "kv_offload": req.kv_offload,
-            "deploy_type": dep.deploy_type,
-            "node_count": len(engine.unit_hosts) if engine and engine.unit != "pd" else 1,
-            "features": req.features,
-            "runtime": dep.runtime if engine is not None else "service",
-            "vendor": vendor,
-            "brand": profile.get("brand"),
-            "gpu_count": gpus,
-            "vram_gb_per_gpu": (profile.get("vram_gb") or 0) / gpus,
-            "vram_minimum_gb": dep.variant.get("vram_minimum_gb"),
-            "min_vllm_version": dep.variant.get("min_vllm_version") or
+        entry = HostPlan(
+            deployment=dep.name, recipe=req.hf_id, variant=req.variant, hardware=req.hardware,
+            strategy=req.strategy, kv_offload=req.kv_offload, deploy_type=dep.deploy_type,
+            node_count=len(engine.unit_hosts) if engine and engine.unit != "pd" else 1,
+            features=req.features, runtime=dep.runtime if engine is not None else "service",
+            vendor=vendor, brand=profile.get("brand"), gpu_count=gpus,
+            vram_gb_per_gpu=(profile.get("vram_gb") or 0) / gpus,
+            vram_minimum_gb=dep.variant.get("vram_minimum_gb"),
+            min_vllm_version=dep.variant.get("min_vllm_version") or
             as_map(dep.recipe.get("model")).get("min_vllm_version"),
-            "vllm_version": first.get("version"),
-            "instance": engine.unit_index if engine is not None else None,
-            "unit": engine.unit if engine is not None else None,
-            "instance_hosts": engine.unit_hosts if engine is not None else [host_name],
-            "head": engine.head.name if engine is not None else host_name,
-            "node_rank": engine.rank if engine is not None else 0,
-            "batch": batch,
-            "max_fail_percentage": int(dep.settings.get("max_fail_percentage") or 0),
-            "phases": sorted({s.phase for s in mine}, key=("services", "engine", "router").index),
-            "command": "\n".join(vllm_shell(p["argv"]) if p["kind"] in ("vllm", "omni") else " ".join(p["argv"])
-                                 for p in processes),
-            "health": {"enabled": bool(first.get("serves_http")), "port": first.get("port"),
-                       "served_model_name": first.get("served_model_name"),
-                       "kind": first["health"].get("request", "none")},
-            "processes": processes,
-            "files": sorted(files.values(), key=lambda f: f["path"]),
-            "config_dir": f"{CONFIG_ROOT}/{dep.name}",
+            vllm_version=first.version,
+            instance=engine.unit_index if engine is not None else None,
+            unit=engine.unit if engine is not None else None,
+            instance_hosts=engine.unit_hosts if engine is not None else [host_name],
+            head=engine.head.name if engine is not None else host_name,
+            node_rank=engine.rank if engine is not None else 0,
+            batch=batch_of[units.index(engine.unit_index)] if engine is not None else None,
+            max_fail_percentage=int(dep.settings.get("max_fail_percentage") or 0),
+            phases=sorted({s.phase for s in mine}, key=("services", "engine", "router").index),
+            command="\n".join(vllm_shell(p.argv) if p.kind in ("vllm", "omni") else " ".join(p.argv)
+                              for p in processes),
+            health={"enabled": bool(first.serves_http), "port": first.port,
+                    "served_model_name": first.served_model_name,
+                    "kind": first.health.get("request", "none")},
+            processes=processes,
+            files=sorted(files.values(), key=lambda f: f["path"]),
+            config_dir=f"{CONFIG_ROOT}/{dep.name}",
             # engines that answer beyond localhost with no API key (the run summary warns)
-            "exposed": [p["name"] for p in processes if p["kind"] in ("vllm", "omni") and p.get("serves_http")
-                        and (p.get("bind") or "0.0.0.0") not in _LOOPBACK and "VLLM_API_KEY" not in p["secret_env"]],
-            "secret_files": sorted({c["path"]: c for p in processes for c in p.get("credentials") or []}.values(),
-                                   key=lambda c: c["path"]),
-            "address": mine[0].host.address,
-        }
-        entry["hash"] = plan_hash({"processes": processes, "files": entry["files"]})
+            exposed=[p.name for p in processes if p.kind in ("vllm", "omni") and p.serves_http
+                     and (p.bind or "0.0.0.0") not in _LOOPBACK and "VLLM_API_KEY" not in p.secret_env],
+            secret_files=sorted({c["path"]: c for p in processes for c in p.credentials}.values(),
+                                key=lambda c: c["path"]),
+            address=mine[0].host.address)
+        entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry
     _drain_targets(out)
     _check_reachable(dep, out)
-    return out
+    return {name: entry.to_dict() for name, entry in out.items()}
 
 
-def _drain_targets(out: Dict[str, Dict[str, Any]]) -> None:
+def _drain_targets(out: Dict[str, HostPlan]) -> None:
     """Give every serving engine process that a router of its deployment lists as a worker the
     router to drain it from (``drain``: router host, port, the worker URL the router knows)."""
-    routers = [(host, proc) for host, entry in out.items() for proc in entry["processes"]
-               if proc["kind"] == "router" and "--worker-urls" in proc["argv"]]
-    for host, entry in out.items():
-        entry["drain"] = None
-        for proc in entry["processes"]:
-            proc["drain"] = None
-            if proc["kind"] not in ("vllm", "omni") or not proc.get("serves_http"):
+    routers = [(host, proc) for host, entry in out.items() for proc in entry.processes
+               if proc.kind == "router" and "--worker-urls" in proc.argv]
+    for entry in out.values():
+        for proc in entry.processes:
+            if proc.kind not in ("vllm", "omni") or not proc.serves_http:
                 continue
-            address = entry.get("address")
-            url = f"http://{address}:{proc['port']}"
+            url = f"http://{entry.address}:{proc.port}"
             for router_host, router in routers:
-                if url in flag_values_list(router["argv"], "--worker-urls"):
-                    proc["drain"] = entry["drain"] = {"router_host": router_host, "router_port": router["port"],
-                                                      "url": url}
+                if url in flag_values_list(router.argv, "--worker-urls"):
+                    proc.drain = entry.drain = {"router_host": router_host, "router_port": router.port, "url": url}
 
 
 def flag_values_list(argv: Sequence[str], flag: str) -> List[str]:
