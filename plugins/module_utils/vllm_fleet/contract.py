@@ -79,7 +79,7 @@ class ContractError(ValueError):
 @dataclass(frozen=True)
 class Var:
     name: str                       # without the vllm_fleet_ prefix
-    kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list
+    kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list | gpus
     meaning: str
     scope: str = "deployment"       # deployment | host | secret | run
     default: Any = None             # shown in the README; None = unset
@@ -135,6 +135,10 @@ VARIABLES: Tuple[Var, ...] = (
         pattern=re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|$))[^\x00-\x1f\x7f]*$"), pattern_hint="an absolute path without . or .."),
     Var("env", "dict", "Extra environment for vLLM processes; no secrets (use the secret variables)."),
     Var("host_env", "dict", "Per-host environment (CPU/NUMA binding, local cache dirs).", scope="host"),
+    Var("gpus", "gpus", "GPUs of this host the deployment's server uses, as `nvidia-smi` / `amd-smi` number them: "
+        "a list (`[0, 1, 2, 3]`) or ranges (`\"0-3\"`, `\"0,2,4-7\"`); every GPU when unset. Deployments that "
+        "share a machine (inventory hosts with one `ansible_host`) must use disjoint GPUs.", scope="host",
+        minimum=0, maximum=1023),
     Var("placeholders", "dict", "Values for recipe placeholders (`$MOONCAKE_DEVICE_NAME`, ...).",
         pattern=PLACEHOLDER_NAME_RE, pattern_hint="UPPER_CASE placeholder names"),
     # --- multi-node, P/D, Mooncake
@@ -206,7 +210,7 @@ VARIABLES: Tuple[Var, ...] = (
 BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
-                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen")}
+                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor",
@@ -332,11 +336,48 @@ class _Checker:
                 self.bad(where, "must not be an empty list")
                 return None
             return out if isinstance(value, list) else out[0]
+        if kind == "gpus":
+            return self.gpu_set(spec, value, where)
         if kind == "list":
             return self.listing(spec, value, where)
         if kind == "dict":
             return self.mapping(spec, value, where)
         raise AssertionError(kind)
+
+    def gpu_set(self, spec: Var, value: Any, where: str) -> Optional[List[int]]:
+        """GPU indices from a list of numbers or a range string ("0-3", "0,2,4-7"): sorted,
+        each once; an empty set, a duplicate or a reversed range is refused."""
+        items: List[Any] = []
+        if isinstance(value, str):
+            for part in value.split(","):
+                m = re.match(r"^\s*(\d{1,4})\s*(?:-\s*(\d{1,4})\s*)?$", part)
+                if not m:
+                    self.bad(where, f"{value!r} is not a GPU list such as \"0-3\" or \"0,2,4-7\"")
+                    return None
+                low, high = int(m.group(1)), int(m.group(2) or m.group(1))
+                if high < low:
+                    self.bad(where, f"range {part.strip()!r} runs backwards")
+                    return None
+                items += list(range(low, high + 1))
+        elif isinstance(value, list):
+            items = value
+        else:
+            self.bad(where, f"must be a list of GPU indices or a range string, got {_describe(value)}")
+            return None
+        out: List[int] = []
+        for i, item in enumerate(items):
+            number = self.whole(spec, item, f"{where}[{i}]" if isinstance(value, list) else where,
+                                spec.minimum, spec.maximum)
+            if number is None:
+                return None
+            if number in out:
+                self.bad(where, f"GPU {number} is listed twice")
+                return None
+            out.append(number)
+        if not out:
+            self.bad(where, "must name at least one GPU (leave it unset for every GPU)")
+            return None
+        return sorted(out)
 
     def listing(self, spec: Var, value: Any, where: str) -> Optional[List[Any]]:
         if not isinstance(value, list):
@@ -490,10 +531,11 @@ def markdown_table() -> str:
     """The README's variable table (one row per variable, in declaration order)."""
     rows = ["| variable | scope | type | default | meaning |", "|---|---|---|---|---|"]
     for v in VARIABLES:
-        kind = {"str_or_list": "str or list", "port": "int 1-65535", "batch": "int, % or list"}.get(v.kind, v.kind)
+        kind = {"str_or_list": "str or list", "port": "int 1-65535", "batch": "int, % or list",
+                "gpus": "list or ranges"}.get(v.kind, v.kind)
         if v.choices and v.kind != "str_or_list":
             kind = " \\| ".join(f"`{c}`" for c in v.choices)
-        elif v.minimum is not None and v.kind != "batch":
+        elif v.minimum is not None and v.kind not in ("batch", "gpus"):
             kind += f" {v.minimum}-{v.maximum}" if v.maximum is not None else f" >= {v.minimum}"
         default = "" if v.default is None else f"`{str(v.default).lower() if isinstance(v.default, bool) else v.default}`"
         rows.append(f"| `{v.full}` | {v.scope} | {kind} | {default} | {v.meaning} |")

@@ -43,11 +43,16 @@ class PlannedProcess:
     credentials: List[Dict[str, str]] = field(default_factory=list)   # secrets passed as files (uv)
     hash: str = ""                  # of argv, env, image, port, packages (+ the secrets' digest)
     drain: Optional[Dict[str, Any]] = None   # the router that lists it: router_host, router_port, url
+    # the host's GPUs it may use (vllm_fleet_gpus); None: every GPU. Left out of the dict when
+    # None, so plans (and hashes) of deployments that do not set it stay what they were
+    gpus: Optional[List[int]] = None
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         out = asdict(self)
         if not with_drain:
             del out["drain"]
+        if out["gpus"] is None:
+            del out["gpus"]
         return out
 
 

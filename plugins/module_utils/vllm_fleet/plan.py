@@ -42,6 +42,7 @@ PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
 DEFAULT_PORT = 8000
 RUNTIMES = ("docker", "uv")
 VENDOR_BY_BRAND_KEY = {"nvidia": "cuda", "amd": "rocm", "tpu": "tpu", "intel": "cpu"}
+ROCM_BRAND_KEYS = ("amd",)
 # Flags vLLM removed, with the first release that rejects them (checked against the
 # pinned version; "latest"/"nightly" images are treated as the newest release).
 REMOVED_FLAGS: Dict[str, str] = {
@@ -236,8 +237,45 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
             plans.update(plan(cat, group))
         except PlanError as exc:
             problems.append(f"vllm-fleet plan failed for deployment {name!r}:\n{exc}")
-    problems += check_machines(plans, {h.name: h.machine or h.name for h in hosts})
+    machines = {h.name: h.machine or h.name for h in hosts}
+    problems += check_machines(plans, machines)
+    problems += check_gpus(plans, machines)
     return plans, problems
+
+
+def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
+    """Deployments that share a machine (same ``ansible_host``) must run on disjoint GPUs
+    (vllm_fleet_gpus; unset = every GPU): an overlap is refused, naming both hosts, deployments
+    and the GPUs."""
+    seen: Dict[str, List[Tuple[str, str, Optional[List[int]]]]] = {}
+    problems: List[str] = []
+    for host, host_plan in plans.items():
+        if host_plan.get("vendor") not in ("cuda", "rocm"):
+            continue
+        engines = [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
+        if not engines:
+            continue
+        gpus = engines[0].get("gpus")
+        machine = machines.get(host, host)
+        for other_host, other_dep, other_gpus in seen.get(machine, []):
+            if other_dep == host_plan["deployment"] and other_host == host:
+                continue
+            if gpus is None or other_gpus is None:
+                shared = "every GPU" if gpus is None and other_gpus is None else \
+                    _gpus_said(gpus if gpus is not None else other_gpus)
+            else:
+                common = sorted(set(gpus) & set(other_gpus))
+                if not common:
+                    continue
+                shared = _gpus_said(common)
+
+            def said(g):
+                return "every GPU (vllm_fleet_gpus unset)" if g is None else _gpus_said(g)
+            problems.append(f"{host}: vllm_fleet_gpus: {shared} of machine {machine} would serve two deployments: "
+                            f"{other_dep!r} (host {other_host}, {said(other_gpus)}) and {host_plan['deployment']!r} "
+                            f"(host {host}, {said(gpus)}); give each deployment its own vllm_fleet_gpus")
+        seen.setdefault(machine, []).append((host, host_plan["deployment"], gpus))
+    return problems
 
 
 def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
@@ -901,6 +939,8 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
               "packages": planned.packages}
     if planned.secret_env or planned.credentials:
         hashed["secrets"] = settings.get("secret_digest")
+    if planned.gpus is not None:
+        hashed["gpus"] = planned.gpus
     planned.hash = plan_hash(hashed)
     return planned
 
@@ -922,15 +962,23 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     for key, value in as_map(host.settings.get("host_env")).items():
         env[str(key)] = str(value)
     argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
+    docker = proc.docker or {}
+    gpus = _gpu_set(dep, host, env)
     have = int(host.gpu.get("count") or 0)
     if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
         need = gpus_per_node(argv, len(slot.unit_hosts))
-        if need > have:
+        usable = len(gpus) if gpus is not None else have
+        if need > usable:
+            given = f"vllm_fleet_gpus gives it {usable}" if gpus is not None else f"the host has {have}"
             problems.append(f"{host.name}: vllm_fleet_extra_args: the command needs {need} GPUs per node "
-                            f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but the "
-                            f"host has {have}; lower the parallel sizes or choose another "
+                            f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but "
+                            f"{given}; lower the parallel sizes or choose another "
                             f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
-    docker = proc.docker or {}
+    if gpus is not None and (dep.runtime == "uv" or docker.get("brand_key") in ROCM_BRAND_KEYS):
+        # units see the GPUs through the runtime's variable; ROCm containers get every render
+        # node (vLLM's images expect /dev/dri) and the variable; NVIDIA containers get only the
+        # set (device_requests device_ids), numbered from 0 inside
+        env[_visible_devices(docker)] = ",".join(map(str, gpus))
     image = settings.get("image") or docker.get("image")
     if settings.get("image_tag") and image:
         image = image.rsplit(":", 1)[0] + ":" + str(settings["image_tag"]).lstrip(":")
@@ -961,7 +1009,56 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         packages=_mooncake_packages(dep, docker.get("brand_key") or "nvidia") if dep.store else [],
         mounts=mounts,
         secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
-        credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"])
+        credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"],
+        gpus=gpus)
+
+
+def _visible_devices(docker: Mapping[str, Any]) -> str:
+    return "HIP_VISIBLE_DEVICES" if docker.get("brand_key") in ROCM_BRAND_KEYS else "CUDA_VISIBLE_DEVICES"
+
+
+def _gpu_set(dep: Deployment, host: HostInput, env: Mapping[str, str]) -> Optional[List[int]]:
+    """The host's vllm_fleet_gpus, checked against what the host reports (when its GPU facts
+    were read), the deployment shape and the environment; None: every GPU."""
+    gpus = host.settings.get("gpus")
+    if gpus is None:
+        return None
+    gpus = [int(g) for g in gpus]
+    where = f"{host.name}: vllm_fleet_gpus"
+    if dep.deploy_type == "pd_cluster":
+        dep.problems.append(f"{where}: does not apply to P/D deployments (their pools split the host's GPUs "
+                            f"themselves); leave it unset")
+        return None
+    have = int(host.gpu.get("count") or 0)
+    if host.gpu.get("vendor") is not None and host.gpu.get("vendor") not in ("nvidia", "amd"):
+        dep.problems.append(f"{where}: this host reports no GPUs (GPU facts: {host.gpu.get('vendor')}); "
+                            f"leave it unset")
+    elif have and max(gpus) >= have:
+        missing = [g for g in gpus if g >= have]
+        dep.problems.append(f"{where}: GPU {', '.join(map(str, missing))} does not exist: the host has {have} "
+                            f"GPUs (0-{have - 1})")
+    for key in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        if key in env:
+            dep.problems.append(f"{host.name}: vllm_fleet_env: {key} contradicts vllm_fleet_gpus; "
+                                f"choose the GPUs in one place (vllm_fleet_gpus)")
+    return gpus
+
+
+def _gpus_said(gpus: Sequence[int]) -> str:
+    return f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}"
+
+
+def gpu_ranges(gpus: Sequence[int]) -> str:
+    """``[0, 1, 2, 3, 6]`` -> ``"0-3,6"``."""
+    out: List[str] = []
+    for g in sorted(gpus):
+        if out and "-" not in out[-1] and int(out[-1]) == g - 1:
+            out[-1] = f"{out[-1]}-{g}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == g - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{g}"
+        else:
+            out.append(str(g))
+    return ",".join(out)
 
 
 def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], argv: List[str],

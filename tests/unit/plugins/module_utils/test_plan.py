@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vllm_fleet import loader
-from vllm_fleet.plan import HostInput, PlanError, plan, rollout, substitute
+from vllm_fleet.plan import HostInput, PlanError, plan, plan_fleet, rollout, substitute
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -416,3 +416,68 @@ def test_listen_on_an_address_the_host_does_not_have_is_refused(cat):
     assert "a: vllm_fleet_listen: 10.0.0.9 is not an address of this host (it has 10.0.0.2, 172.17.0.5)" in str(err.value)
     ok = replace(host("a", address="10.0.0.2", listen="172.17.0.5"), addresses=["10.0.0.2", "172.17.0.5"])
     assert plan(cat, [ok])["a"]["processes"][0]["probe_host"] == "172.17.0.5"
+
+
+# --- GPU sets (vllm_fleet_gpus): several deployments on one machine ---------------------------
+def on(machine, name, deployment, port, gpus=None, hw="h200", **settings):
+    base = {"recipe": SEED, "hardware": hw, "deployment": deployment, "port": port, **settings}
+    if gpus is not None:
+        base["gpus"] = gpus
+    vendor = "amd" if hw == "mi300x" else "nvidia"
+    return HostInput(name=name, settings=base, address="10.0.0.1", iface="eth0", machine=machine,
+                     gpu={"hardware": hw, "count": 8, "vendor": vendor})
+
+
+def test_two_deployments_share_a_machine_on_disjoint_gpus(cat):
+    plans, problems = plan_fleet(cat, [on("m1", "ernie-a", "ernie", 8000, [0, 1, 2, 3]),
+                                       on("m1", "ernie-b", "other", 8001, [4, 5, 6, 7])])
+    assert problems == []
+    a, b = (plans[h]["processes"][0] for h in ("ernie-a", "ernie-b"))
+    assert (a["gpus"], b["gpus"]) == ([0, 1, 2, 3], [4, 5, 6, 7])
+    # NVIDIA containers get the set as device_ids (numbered from 0 inside): no variable
+    assert "CUDA_VISIBLE_DEVICES" not in a["env"]
+    # the recipe's own command on each: only the second one's port differs
+    seed = plan(cat, [host("x")])["x"]["processes"][0]["argv"]
+    assert a["argv"] == seed and b["argv"] == seed + ["--port", "8001"]
+
+
+def test_an_overlapping_gpu_is_refused_naming_both_deployments_and_the_gpu(cat):
+    _, problems = plan_fleet(cat, [on("m1", "ernie-a", "ernie", 8000, [0, 1, 2, 3]), on("m1", "ernie-b", "other", 8001, [4, 5, 6, 7]),
+                                   on("m1", "third", "third", 8002, [3])])
+    assert problems == ["third: vllm_fleet_gpus: GPU 3 of machine m1 would serve two deployments: 'ernie' "
+                        "(host ernie-a, GPUs 0-3) and 'third' (host third, GPU 3); give each deployment its own "
+                        "vllm_fleet_gpus"]
+    # unset means every GPU: it overlaps any set on the machine
+    _, problems = plan_fleet(cat, [on("m1", "ernie-a", "ernie", 8000), on("m1", "ernie-b", "other", 8001, [7])])
+    assert len(problems) == 1 and "GPU 7 of machine m1" in problems[0] and \
+        "every GPU (vllm_fleet_gpus unset)" in problems[0], problems
+    # other machines do not share GPUs
+    _, problems = plan_fleet(cat, [on("m1", "ernie-a", "ernie", 8000), on("m2", "ernie-b", "other", 8000)])
+    assert problems == []
+
+
+def test_gpu_sets_checked_against_the_host_the_command_and_the_env(cat):
+    with pytest.raises(PlanError, match=r"ernie-a: vllm_fleet_gpus: GPU 8, 9 does not exist: the host has 8 GPUs \(0-7\)"):
+        plan(cat, [on("m1", "ernie-a", "ernie", 8000, [7, 8, 9])])
+    with pytest.raises(PlanError, match=r"the command needs 2 GPUs per node .* but vllm_fleet_gpus gives it 1"):
+        plan(cat, [on("m1", "ernie-a", "ernie", 8000, [0], extra_args=["--tensor-parallel-size", "2"])])
+    with pytest.raises(PlanError, match=r"vllm_fleet_env: CUDA_VISIBLE_DEVICES contradicts vllm_fleet_gpus"):
+        plan(cat, [on("m1", "ernie-a", "ernie", 8000, [0], env={"CUDA_VISIBLE_DEVICES": "1"})])
+    with pytest.raises(PlanError, match=r"d1: vllm_fleet_gpus: does not apply to P/D deployments"):
+        hosts = pd_hosts()
+        hosts[2].settings["gpus"] = [0, 1]
+        plan(cat, hosts)
+
+
+def test_units_and_rocm_containers_see_their_gpus_through_the_variable(cat):
+    uv = plan(cat, [on("m1", "a", "ernie", 8000, [2, 3], runtime="uv", vllm_version="0.32.0")])["a"]["processes"][0]
+    assert uv["env"]["CUDA_VISIBLE_DEVICES"] == "2,3" and uv["gpus"] == [2, 3]
+    rocm = plan(cat, [on("m1", "a", "ernie", 8000, [5], hw="mi300x")])["a"]["processes"][0]
+    assert rocm["env"]["HIP_VISIBLE_DEVICES"] == "5" and rocm["gpus"] == [5]
+    # a plan without a GPU set has no gpus key: plans (and hashes) of existing deployments stay as they were
+    assert "gpus" not in plan(cat, [host("x")])["x"]["processes"][0]
+
+
+def test_gpu_ranges():
+    from vllm_fleet.plan import gpu_ranges
+    assert gpu_ranges([0, 1, 2, 3, 6, 8, 9]) == "0-3,6,8-9" and gpu_ranges([4]) == "4"
