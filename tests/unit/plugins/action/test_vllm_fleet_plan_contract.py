@@ -263,6 +263,11 @@ CONTRACT: List[Case] = [
     Case("preflight-check-perhaps", {"vllm_fleet_preflight_check_gpus": "perhaps"},
          "vllm_fleet_preflight_check_gpus"),
     Case("uv-sandbox-list", {"vllm_fleet_uv_sandbox": ["yes"]}, "vllm_fleet_uv_sandbox"),
+    Case("gpus-backwards", {"vllm_fleet_gpus": "3-1"}, "vllm_fleet_gpus", also="runs backwards"),
+    Case("gpus-twice", {"vllm_fleet_gpus": [1, 1]}, "vllm_fleet_gpus", also="GPU 1 is listed twice"),
+    Case("gpus-words", {"vllm_fleet_gpus": "first four"}, "vllm_fleet_gpus"),
+    Case("gpus-empty", {"vllm_fleet_gpus": []}, "vllm_fleet_gpus"),
+    Case("gpus-mapping", {"vllm_fleet_gpus": {"0": True}}, "vllm_fleet_gpus"),
 ]
 # a host in two deployment groups (Ansible would silently keep one group's variables)
 TWO_GROUPS = Case("two-groups", {}, "vllm_fleet_recipe", base=False)
@@ -308,6 +313,10 @@ PLAN: List[PlanCase] = [
              "vllm_fleet_extra_args", gpu=True),
     # -tp after the recipe's --tensor-parallel-size 1: vLLM keeps the last, whichever spelling
     PlanCase("tp-alias-over-gpus", {"vllm_fleet_extra_args": ["-tp", "16"]}, "vllm_fleet_extra_args", gpu=True),
+    PlanCase("gpus-beyond-the-host", {"vllm_fleet_gpus": "6-9"}, "vllm_fleet_gpus", gpu=True,
+             also="GPU 8, 9 does not exist"),
+    PlanCase("tp-over-the-gpu-set", {"vllm_fleet_gpus": [0], "vllm_fleet_extra_args": ["-tp", "2"]},
+             "vllm_fleet_extra_args", gpu=True, also="vllm_fleet_gpus gives it 1"),
     PlanCase("variant-over-gpus", {"vllm_fleet_variant": "424b", "vllm_fleet_extra_args": ["-pp", "2"]},
              "vllm_fleet_extra_args", gpu=True),
     PlanCase("pd-port", {**_PD, "vllm_fleet_port": 8000, "vllm_fleet_role": "prefill"}, "vllm_fleet_port",
