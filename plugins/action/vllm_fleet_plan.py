@@ -78,7 +78,8 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed):\n"
                                     + "\n".join(problems))
         if args.get("contract_only"):
-            result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract")
+            result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract",
+                          run={name: contract.run_options(values) for name, values in checked.items()})
             return result
         digest_key = _digest_key(checked)
         inputs = [host_input(h, checked[h], hostvars[h], digest_key) for h in args["hosts"]

@@ -213,7 +213,7 @@ SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
-INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor",
+INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor", "vllm_fleet_run",
                       "vllm_fleet_current"})
 
 
@@ -520,6 +520,13 @@ def role_declarations(roles_dir: str) -> Tuple[Dict[str, Dict[str, Any]], frozen
                         specs.setdefault(option, {k: v for k, v in spec.items()
                                                   if k in ("type", "elements", "choices", "options")})
     return specs, frozenset(declared)
+
+
+def run_options(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """The run options (scope ``run``) of one host's checked values, each with its default from
+    this contract when unset: what the playbooks read as ``vllm_fleet_run.<name>`` (the one place
+    their defaults come from)."""
+    return {v.name: values.get(v.full, v.default) for v in VARIABLES if v.scope == "run"}
 
 
 def settings_of(values: Mapping[str, Any]) -> Dict[str, Any]:

@@ -112,3 +112,13 @@ def test_module_prints_the_table():
     out = subprocess.run([sys.executable, "-m", "vllm_fleet.contract", "--markdown"], capture_output=True,
                          text=True, check=True, cwd=ROOT / "plugins" / "module_utils").stdout
     assert out == contract.markdown_table()
+
+
+def test_run_options_carry_the_contracts_defaults():
+    check, run_options, VARIABLES = contract.check, contract.run_options, contract.VARIABLES
+    values, problems = check("h", {"vllm_fleet_state_dir": "/srv/state", "vllm_fleet_force": "yes"})
+    assert problems == []
+    run = run_options(values)
+    assert run["state_dir"] == "/srv/state" and run["force"] is True
+    assert run_options({}) == {v.name: v.default for v in VARIABLES if v.scope == "run"}
+    assert run_options({})["state_dir"] == "/var/lib/vllm-fleet/state" and run_options({})["rollback_to"] == "previous"
