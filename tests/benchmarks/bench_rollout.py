@@ -22,6 +22,7 @@ restore time (restore start -> back in the router).
 
     python3 -m nox -s bench_rollout
     python3 tests/benchmarks/bench_rollout.py --repeat 3 --rate 5
+    python3 tests/benchmarks/bench_rollout.py --repeat 0 --no-rollback-playbook   # the rollback only
 
 Prerequisites: bash tests/testbed/setup.sh (the nox session runs it). The fleet and its vLLM
 containers (vllm-fleet-benchroll-i0..2) are removed at the end (`fleet.py down --name
@@ -150,6 +151,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=1, help="rolling updates to measure (default 1)")
     ap.add_argument("--rate", type=float, default=5.0, help="client requests per second (default 5)")
+    ap.add_argument("--no-rollback-playbook", action="store_true",
+                    help="skip step 4 (rollback.yml; on 2 cores it takes as long as an update)")
     ap.add_argument("--keep", action="store_true", help="leave the fleet up at the end")
     args = ap.parse_args()
     testbed.ensure_model()
@@ -177,9 +180,11 @@ def main() -> int:
         bad = measured("bad revision (auto rollback)", rc, seconds, out, load.stop(), want_rc_zero=False)
         if not bad["restored"]:
             raise SystemExit("the bad revision's canary was not restored:\n" + out[-4000:])
-        load = Load(router, "rollback", args.rate)
-        rc, seconds, out = playbook("rollback.yml", inventory)
-        back = measured("rollback.yml to the previous revision", rc, seconds, out, load.stop())
+        back = None
+        if not args.no_rollback_playbook:
+            load = Load(router, "rollback", args.rate)
+            rc, seconds, out = playbook("rollback.yml", inventory)
+            back = measured("rollback.yml to the previous revision", rc, seconds, out, load.stop())
     finally:
         if not args.keep:
             playbook("teardown.yml", inventory)
@@ -189,15 +194,17 @@ def main() -> int:
           f"client at {args.rate:g} req/s ===")
     print(f"{'run':40s} {'wall s':>7s} {'requests':>8s} {'failed':>6s} {'floor (client)':>14s} "
           f"{'floor (summary)':>15s}  out of service per instance (s)")
-    for r in [*rows, bad, back]:
+    for r in [*rows, bad] + ([back] if back else []):
         print(f"{r['label']:40s} {r['seconds']:7.1f} {r['requests']:8d} {r['failed']:6d} {r['client_floor']:>14s} "
               f"{r['floor']:>15s}  {', '.join(f'{k} {v:g}' for k, v in sorted(r['down'].items()))}")
-    print(f"per-instance downtime over {len(downs)} instance updates: median {statistics.median(downs):.1f} s, "
-          f"max {max(downs):.1f} s")
+    if downs:
+        print(f"per-instance downtime over {len(downs)} instance updates: median {statistics.median(downs):.1f} s, "
+              f"max {max(downs):.1f} s")
     print(f"automatic rollback: canary out of service {bad['down'].get('i0')} s, restored in "
           f"{bad['restored'].get('i0')} s (restore start -> back in the router); run {bad['seconds']} s")
-    print(f"rollback.yml: {back['seconds']} s for 3 instances, median out of service "
-          f"{statistics.median(back['down'].values()):.1f} s")
+    if back:
+        print(f"rollback.yml: {back['seconds']} s for 3 instances, median out of service "
+              f"{statistics.median(back['down'].values()):.1f} s")
     return 0
 
 
