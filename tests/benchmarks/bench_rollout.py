@@ -130,7 +130,7 @@ def summary(out: str) -> dict:
         raise SystemExit("the run summary has no rollout line:\n" + out[-3000:])
     down = dict(re.findall(r"(i\d+) ([0-9.]+) s", m.group(5) or ""))
     restored = dict(re.findall(r"(i\d+) in ([0-9.]+) s", m.group(6) or ""))
-    return {"outcomes": m.group(2), "floor": f"{m.group(3)} of {m.group(4)}",
+    return {"line": m.group(0), "outcomes": m.group(2), "floor": f"{m.group(3)} of {m.group(4)}",
             "down": {k: float(v) for k, v in down.items()}, "restored": {k: float(v) for k, v in restored.items()}}
 
 
@@ -143,7 +143,7 @@ def measured(label: str, rc: int, seconds: float, out: str, stats: dict, want_rc
            "client_floor": f"{stats['min_workers']} of {stats['max_workers']}", **summary(out)}
     log(f"{label}: {row['seconds']} s, {row['requests']} requests, {row['failed']} failed, client floor "
         f"{row['client_floor']}, summary floor {row['floor']} ({row['outcomes']}); out of service "
-        f"{row['down']} s; restored {row['restored'] or '-'}")
+        f"{row['down']} s; restored {row['restored'] or '-'}\n  the run summary said: {row['line']}")
     return row
 
 

@@ -126,6 +126,7 @@ def test_rolling_update_under_load_has_no_failed_requests(roll, capsys):
 
 def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     before = {h: running(roll, h) for h in ENGINES}
+    kept = max(int(n) for n in re.findall(r'"number": (\d+)', _records(roll, "roll-a")))
     load = Load(roll, "bad")
     t0 = time.monotonic()
     run = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
@@ -135,6 +136,8 @@ def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     assert run.rc != 0, run
     assert stats["failed"] == 0, stats
     assert "rolled back" in run.out, run
+    # the failed run names what the canary runs again (its newest revision) and that the new plan is not recorded
+    assert re.search(rf"back on revision {kept}; the new plan [0-9a-f]{{16}} is not recorded", run.out), run.out[-3000:]
     m = re.search(r"rollout: 3 instance\(s\): rolled back 1, not reached 2; serving capacity never below 2 of 3; "
                   r"out of service per instance: i0 ([0-9.]+) s; restored: i0 in ([0-9.]+) s", run.out)
     assert m, run.out[-3000:]
