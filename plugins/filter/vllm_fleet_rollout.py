@@ -134,18 +134,30 @@ def rollout(hostvars, hosts) -> dict:
 _OUTCOME_ORDER = ("failed", "stopped", "rolled back", "not reached", "updated", "unchanged")
 
 
-def _host_outcome(facts, alive) -> str:
-    plan = facts.get("vllm_fleet_plan") or {}
-    outcome = facts.get("vllm_fleet_outcome")
+def host_result(facts, in_play=True) -> str:
+    """What a run did to one host (the summary's words: deployed, unchanged, rolled back,
+    stopped, failed, not reached), from the facts the plays leave (vllm_fleet_outcome,
+    vllm_fleet_deploy_failure, vllm_fleet_current, vllm_fleet_rollout_stopped); ``in_play``:
+    the host is still in the play."""
+    outcome = facts.get("vllm_fleet_outcome") or ""
+    if outcome in ("rolled back", "stopped", "failed", "not reached"):
+        return outcome
+    if not in_play or facts.get("vllm_fleet_deploy_failure") is not None:
+        return "failed"
     if facts.get("vllm_fleet_current"):
         return "unchanged"
-    if outcome in _OUTCOME_ORDER:
-        return outcome
-    if not alive or facts.get("vllm_fleet_deploy_failure"):
-        return "failed"
-    if facts.get("vllm_fleet_rollout_stopped"):
+    if not outcome and facts.get("vllm_fleet_rollout_stopped") and (facts.get("vllm_fleet_plan") or {}).get("batch") is not None:
         return "not reached"
-    return "updated" if plan.get("batch") is not None else "unchanged"
+    return "deployed"
+
+
+def _instance_outcome(facts, in_play) -> str:
+    """A node's share of its instance's outcome: :func:`host_result`, with ``updated`` for a
+    node that reached its new revision (and ``unchanged`` for one that ran it already)."""
+    if facts.get("vllm_fleet_current"):
+        return "unchanged"
+    result = host_result(facts, in_play)
+    return "updated" if result == "deployed" else result
 
 
 def rollout_report(hostvars, hosts, alive=None) -> dict:
@@ -172,7 +184,7 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
         inst = instances.setdefault(key, {"outcomes": [], "out": [], "back": [], "restore": [], "new": False,
                                           "lost": False})
         in_play = alive is None or host in alive
-        inst["outcomes"].append(_host_outcome(facts, in_play))
+        inst["outcomes"].append(_instance_outcome(facts, in_play))
         inst["new"] = inst["new"] or bool(facts.get("vllm_fleet_first_deploy"))
         if not in_play and not facts.get("vllm_fleet_current"):
             inst["lost"] = True
@@ -229,4 +241,5 @@ class FilterModule:
             "vllm_fleet_rollback_target": rollback_target,
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_rollout_report": rollout_report,
+            "vllm_fleet_host_result": host_result,
         }

@@ -258,22 +258,16 @@ def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, st
         gpus = engines[0].get("gpus")
         machine = machines.get(host, host)
         for other_host, other_dep, other_gpus in seen.get(machine, []):
-            if other_dep == host_plan["deployment"] and other_host == host:
-                continue
             if gpus is None or other_gpus is None:
-                shared = "every GPU" if gpus is None and other_gpus is None else \
-                    _gpus_said(gpus if gpus is not None else other_gpus)
+                common = other_gpus if gpus is None else gpus   # None: both take every GPU
             else:
                 common = sorted(set(gpus) & set(other_gpus))
                 if not common:
                     continue
-                shared = _gpus_said(common)
-
-            def said(g):
-                return "every GPU (vllm_fleet_gpus unset)" if g is None else _gpus_said(g)
-            problems.append(f"{host}: vllm_fleet_gpus: {shared} of machine {machine} would serve two deployments: "
-                            f"{other_dep!r} (host {other_host}, {said(other_gpus)}) and {host_plan['deployment']!r} "
-                            f"(host {host}, {said(gpus)}); give each deployment its own vllm_fleet_gpus")
+            problems.append(f"{host}: vllm_fleet_gpus: {_gpus_said(common, 'every GPU')} of machine {machine} would "
+                            f"serve two deployments: {other_dep!r} (host {other_host}, {_gpus_said(other_gpus)}) and "
+                            f"{host_plan['deployment']!r} (host {host}, {_gpus_said(gpus)}); give each deployment "
+                            f"its own vllm_fleet_gpus")
         seen.setdefault(machine, []).append((host, host_plan["deployment"], gpus))
     return problems
 
@@ -1044,21 +1038,21 @@ def _gpu_set(dep: Deployment, host: HostInput, env: Mapping[str, str]) -> Option
     return gpus
 
 
-def _gpus_said(gpus: Sequence[int]) -> str:
+def _gpus_said(gpus: Optional[Sequence[int]], unset: str = "every GPU (vllm_fleet_gpus unset)") -> str:
+    if gpus is None:
+        return unset
     return f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}"
 
 
 def gpu_ranges(gpus: Sequence[int]) -> str:
     """``[0, 1, 2, 3, 6]`` -> ``"0-3,6"``."""
-    out: List[str] = []
+    runs: List[List[int]] = []
     for g in sorted(gpus):
-        if out and "-" not in out[-1] and int(out[-1]) == g - 1:
-            out[-1] = f"{out[-1]}-{g}"
-        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == g - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{g}"
+        if runs and runs[-1][-1] == g - 1:
+            runs[-1].append(g)
         else:
-            out.append(str(g))
-    return ",".join(out)
+            runs.append([g])
+    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], argv: List[str],
