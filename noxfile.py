@@ -86,7 +86,8 @@ MODULES = ["vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm
 @nox.session
 def lint(session: nox.Session) -> None:
     """ansible-lint production profile; ansible-doc renders every module."""
-    session.install("ansible-core>=2.17,<2.20", "ansible-lint>=25")
+    # the filters and the plan action import the engine package (ansible-doc loads them)
+    session.install("-e", ".", "ansible-core>=2.17,<2.20", "ansible-lint>=25")
     session.run("ansible-lint", "--offline", "playbooks", "roles")
     for module in MODULES:
         session.run("ansible-doc", "-M", "plugins/modules", module, silent=True)
@@ -168,6 +169,9 @@ def molecule(session: nox.Session) -> None:
     if not mol.exists():
         session.run("python3", "-m", "venv", str(MOLECULE_VENV), external=True)
         session.run(str(MOLECULE_VENV / "bin" / "pip"), "install", "-q", *MOLECULE_REQUIREMENTS, external=True)
+    # the engine package from this checkout (the filters and the plan action import it); every
+    # run, since the cached venv may point at another checkout
+    session.run(str(MOLECULE_VENV / "bin" / "pip"), "install", "-q", "--no-deps", "-e", str(ROOT), external=True)
     env = {"PATH": f"{MOLECULE_VENV / 'bin'}:{os.environ.get('PATH', '')}", "PY_COLORS": "0",
            "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1"}
     results = []

@@ -15,14 +15,16 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-# The engine is plain Python under plugins/module_utils/vllm_fleet (controller side only:
-# Ansible's module_utils import hook serves modules, not action plugins).
-_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
+# (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
+# not controller-side plugins.
+try:
+    from vllm_fleet import contract, loader
+    from vllm_fleet.plan import PlanError, deployment_of, host_input, plan, plan_fleet, plan_hash
+except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
+    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
+                      "run `pip install -e .` in the vllm-fleet checkout") from exc
 
-from vllm_fleet import contract, loader  # noqa: E402
-from vllm_fleet.plan import PlanError, deployment_of, host_input, plan, plan_fleet, plan_hash  # noqa: E402
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 

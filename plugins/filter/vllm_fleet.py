@@ -5,16 +5,18 @@ vllm_fleet_rollout.py."""
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 
-# The engine's flag reader (plugins/module_utils/vllm_fleet/plan.py).
-_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
-if _UTILS not in sys.path:
-    sys.path.insert(0, _UTILS)
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
+# (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
+# not controller-side plugins.
+try:
+    from vllm_fleet.plan import flag_values
+except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
+    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
+                      "run `pip install -e .` in the vllm-fleet checkout") from exc
 
-from vllm_fleet.plan import flag_values  # noqa: E402
 
 DOCUMENTATION = r"""
 ---

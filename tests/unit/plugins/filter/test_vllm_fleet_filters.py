@@ -31,3 +31,32 @@ def test_pin_requirements_adds_the_default_version_only_where_the_plan_pins_none
          "mooncake-transfer-engine ; sys_platform == 'linux'", "vllm_router[x] >=0.1,==0.1.17"]
     assert filters.pin_requirements(["vllm-router"], {"vllm-router": None}) == ["vllm-router"]
     assert filters.pin_requirements([], pins) == []
+
+
+def test_without_the_engine_package_every_controller_plugin_says_what_to_install():
+    """The filters and the plan action import the installed vllm_fleet package (no sys.path
+    insert); a Python without it gets an ImportError naming the fix, which Ansible prints as
+    the reason it skipped the plugin."""
+    import subprocess
+    import sys
+
+    blocker = (
+        "import importlib.abc, importlib.util, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'vllm_fleet' or name.startswith('vllm_fleet.'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n"
+        "try:\n"
+        "    spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+        "else:\n"
+        "    print('imported')\n")
+    for plugin in ("filter/vllm_fleet.py", "filter/vllm_fleet_rollout.py", "action/vllm_fleet_plan.py"):
+        out = subprocess.run([sys.executable, "-c", blocker, str(ROOT / "plugins" / plugin)],
+                             capture_output=True, text=True, check=True).stdout
+        assert "vllm_fleet is not installed for" in out and "pip install -e ." in out, (plugin, out)
+    text = "".join((ROOT / "plugins" / p).read_text() for p in ("filter/vllm_fleet.py", "filter/vllm_fleet_rollout.py", "action/vllm_fleet_plan.py"))
+    assert "sys.path.insert" not in text
