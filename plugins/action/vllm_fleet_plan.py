@@ -38,7 +38,7 @@ class ActionModule(ActionBase):
 
     def _plan_group(self, sources, group):
         key = plan_hash([sources, [(h.name, h.settings, h.address, h.iface, h.gpu,
-                                    h.instance, h.node_rank, h.roles) for h in group]])
+                                    h.instance, h.node_rank, h.roles, h.check_gpus, h.check_vram) for h in group]])
         with _LOCK:
             cached = _CACHE.get(key)
             if cached is None:

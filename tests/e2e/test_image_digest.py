@@ -42,8 +42,6 @@ PLAY = """
     - name: Prepare (pull by digest) and start
       ansible.builtin.include_role:
         name: vllm_fleet_docker
-      vars:
-        vllm_fleet_vendor: "{{{{ vllm_fleet_cpu_settings }}}}"
 """
 
 

@@ -139,6 +139,10 @@ VARIABLES: Tuple[Var, ...] = (
         "a list (`[0, 1, 2, 3]`) or ranges (`\"0-3\"`, `\"0,2,4-7\"`); every GPU when unset. Deployments that "
         "share a machine (inventory hosts with one `ansible_host`) must use disjoint GPUs.", scope="host",
         minimum=0, maximum=1023),
+    Var("preflight_check_gpus", "bool", "Refuse a host whose GPU facts report fewer GPUs than its hardware profile "
+        "has (`false`: trust the profile).", scope="host", default=True),
+    Var("preflight_check_vram", "bool", "Refuse an instance whose GPU memory (this host's facts x nodes) is below "
+        "the variant's `vram_minimum_gb`.", scope="host", default=True),
     Var("placeholders", "dict", "Values for recipe placeholders (`$MOONCAKE_DEVICE_NAME`, ...).",
         pattern=PLACEHOLDER_NAME_RE, pattern_hint="UPPER_CASE placeholder names"),
     # --- multi-node, P/D, Mooncake

@@ -98,6 +98,9 @@ class HostInput:
     roles: List[str] = field(default_factory=list)
     machine: Optional[str] = None   # the machine the host is (ansible_host): port clashes are per machine
     addresses: List[str] = field(default_factory=list)   # the host's IPv4 addresses (facts), when known
+    # the GPU-count and GPU-memory checks against the host's facts (vllm_fleet_preflight_check_*)
+    check_gpus: bool = True
+    check_vram: bool = True
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
@@ -215,7 +218,9 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      node_rank=checked.get("vllm_fleet_node_rank"),
                      roles=list(checked.get("vllm_fleet_role") or []),
                      machine=str(hostvars.get("ansible_host") or name),
-                     addresses=[str(a) for a in facts.get("all_ipv4_addresses") or []])
+                     addresses=[str(a) for a in facts.get("all_ipv4_addresses") or []],
+                     check_gpus=checked.get("vllm_fleet_preflight_check_gpus") is not False,
+                     check_vram=checked.get("vllm_fleet_preflight_check_vram") is not False)
 
 
 def deployment_of(host: HostInput) -> str:
@@ -1201,9 +1206,40 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             address=mine[0].host.address)
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry
+        if engine is not None and vendor in ("cuda", "rocm"):
+            _check_fit(entry, engine.host, processes, dep.problems)
     _drain_targets(out)
     _check_reachable(dep, out)
     return {name: entry.to_dict() for name, entry in out.items()}
+
+
+# GPU facts give memory in GiB (2**30 bytes, as nvidia-smi / amd-smi count it); recipes give
+# vram_minimum_gb in GB (10**9 bytes): 1 GiB = 1.073741824 GB.
+GB_PER_GIB = 2 ** 30 / 10 ** 9
+
+
+def _check_fit(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProcess], problems: List[str]) -> None:
+    """An engine host's GPUs against its plan: as many as the hardware profile says, and the
+    instance's memory (this host's, times the nodes of the instance) at least the variant's
+    vram_minimum_gb. Only where the host's GPU facts were read and report a count."""
+    if host.gpu.get("count") is None:
+        return
+    have = int(host.gpu.get("count") or 0)
+    if host.check_gpus and have < entry.gpu_count:
+        names = ", ".join(sorted(set(host.gpu.get("names") or [])))
+        problems.append(f"{host.name}: vllm_fleet_hardware {entry.hardware} means {entry.gpu_count} GPUs per node, "
+                        f"but {have} were detected ({names})")
+        return
+    need = entry.vram_minimum_gb
+    if not host.check_vram or need is None or not have or host.gpu.get("total_memory_gib") is None:
+        return
+    gpus = next((p.gpus for p in processes if p.gpus is not None), None)
+    gib = float(host.gpu.get("total_memory_gib") or 0) * (len(gpus) / have if gpus else 1)
+    if gib * entry.node_count * GB_PER_GIB < float(need):
+        on = f" on vllm_fleet_gpus {gpu_ranges(gpus)}" if gpus else ""
+        problems.append(f"{host.name}: variant {entry.variant} of {entry.recipe} needs {need} GB of GPU memory; "
+                        f"{entry.node_count} node(s) with {gib:g} GiB each{on} do not have it (set vllm_fleet_nodes "
+                        f"or choose a smaller vllm_fleet_variant)")
 
 
 def _drain_targets(out: Dict[str, HostPlan]) -> None:

@@ -481,3 +481,52 @@ def test_units_and_rocm_containers_see_their_gpus_through_the_variable(cat):
 def test_gpu_ranges():
     from vllm_fleet.plan import gpu_ranges
     assert gpu_ranges([0, 1, 2, 3, 6, 8, 9]) == "0-3,6,8-9" and gpu_ranges([4]) == "4"
+
+
+def _facts(count, gib_each=141.0, hw="h200", vendor="nvidia"):
+    return {"hardware": hw, "count": count, "vendor": vendor, "names": ["NVIDIA H200"] * count,
+            "total_memory_gib": gib_each * count}
+
+
+def test_gpu_count_and_memory_are_checked_against_the_facts_for_every_host(cat):
+    # fewer GPUs than the profile: refused naming host, hardware and counts; every host at once
+    short = [host("a"), host("b"), host("c")]
+    short[0].gpu, short[1].gpu, short[2].gpu = _facts(8), _facts(0, vendor="none"), _facts(4)
+    with pytest.raises(PlanError) as exc:
+        plan(cat, short)
+    assert exc.value.problems == [
+        "b: vllm_fleet_hardware h200 means 8 GPUs per node, but 0 were detected ()",
+        "c: vllm_fleet_hardware h200 means 8 GPUs per node, but 4 were detected (NVIDIA H200)"]
+    # the 424b variant (1120 GB, TP 8): 8 x 141 GiB = 1211 GB fits; 4 visible (count check off) do not
+    ok = host("a", variant="424b")
+    ok.gpu = _facts(8)
+    assert plan(cat, [ok])["a"]["vram_minimum_gb"] == 1120
+    half = HostInput(name="h", settings={"recipe": SEED, "hardware": "h200", "variant": "424b"},
+                     address=None, iface="eth0", gpu=_facts(4), check_gpus=False)
+    with pytest.raises(PlanError, match=r"\nh: variant 424b of baidu/ERNIE-4.5-VL-28B-A3B-PT needs 1120 GB of GPU "
+                                        r"memory; 1 node\(s\) with 564 GiB each do not have it"):
+        plan(cat, [half])
+    # GiB vs GB: 1043 GiB is 1119.9 GB (refused), 1044 GiB is 1121.0 GB (fits)
+    for gib, fits in ((1043.0, False), (1044.0, True)):
+        h = HostInput(name="h", settings={"recipe": SEED, "hardware": "h200", "variant": "424b"}, address=None,
+                      iface="eth0", gpu=dict(_facts(8), total_memory_gib=gib))
+        if fits:
+            plan(cat, [h])
+        else:
+            with pytest.raises(PlanError, match="needs 1120 GB"):
+                plan(cat, [h])
+    # a GPU set gets its share of the memory: the default variant (67 GB) on 1 of 8 GPUs fits
+    one = on("m1", "one", "ernie", 8000, [3])
+    one.gpu = _facts(8)
+    assert plan(cat, [one])["one"]["processes"][0]["gpus"] == [3]
+    small = on("m1", "one", "ernie", 8000, [3])
+    small.gpu = _facts(8, gib_each=40.0)
+    with pytest.raises(PlanError, match=r"one: variant default .* needs 67 GB of GPU memory; 1 node\(s\) with 40 GiB "
+                                        r"each on vllm_fleet_gpus 3 do not have it"):
+        plan(cat, [small])
+    # both checks can be turned off per host; facts that were not read are not judged
+    off = HostInput(name="h", settings={"recipe": SEED, "hardware": "h200"}, address=None,
+                    iface="eth0", gpu=_facts(4, gib_each=1.0), check_gpus=False, check_vram=False)
+    assert plan(cat, [off])["h"]["gpu_count"] == 8
+    unread = HostInput(name="h", settings={"recipe": SEED, "hardware": "h200"}, address=None, iface="eth0", gpu={})
+    assert plan(cat, [unread])["h"]["hardware"] == "h200"
