@@ -68,6 +68,26 @@ def recipe_files(root: Path) -> List[Tuple[str, Path]]:
     return out
 
 
+def tree_files(root: Path) -> List[Tuple[str, Path]]:
+    """Every file a tree consists of, as (kind, path) in stacking order: ``taxonomy`` (the
+    root's taxonomy.yaml), ``strategy`` (strategies/*.yaml), ``kv_store`` (kv_store/*.yaml),
+    ``recipe`` (:func:`recipe_files`). The one rule of the loader and the validator."""
+    out: List[Tuple[str, Path]] = []
+    taxonomy = root / "taxonomy.yaml"
+    if taxonomy.is_file():
+        out.append(("taxonomy", taxonomy))
+    for kind, sub in (("strategy", "strategies"), ("kv_store", "kv_store")):
+        out.extend((kind, p) for p in sorted((root / sub).glob("*.yaml")) if p.is_file())
+    out.extend(("recipe", p) for _, p in recipe_files(root))
+    return out
+
+
+def merge_taxonomy(merged: Dict[str, Any], data: Dict[str, Any]) -> None:
+    """Stack one taxonomy document onto ``merged`` in place, entry by entry (:func:`merge_entry`)."""
+    for key, value in data.items():
+        merged[key] = merge_entry(merged[key], value) if key in merged else value
+
+
 def merge_entry(old: Any, new: Any) -> Any:
     """Stack one taxonomy entry onto another (later wins): maps merge key by key, lists of
     names or of ``id``'d maps merge by name / id, anything else is replaced."""
@@ -97,28 +117,27 @@ class Catalog:
         if not root.is_dir():
             raise LoadError(f"{root}: not a directory or recipe file")
         self.roots.append(str(root))
-        tax = root / "taxonomy.yaml"
-        if tax.is_file():
-            self.merge_taxonomy(read_yaml(tax), str(tax))
-        for sub in ("strategies", "kv_store"):
-            for path in sorted((root / sub).glob("*.yaml")):
-                data = read_yaml(path)
+        models = root / "models"
+        for kind, path in tree_files(root):
+            data = read_yaml(path)
+            if kind == "taxonomy":
+                self.merge_taxonomy(data, str(path))
+            elif kind in ("strategy", "kv_store"):
                 if not isinstance(data, dict) or not isinstance(data.get("name"), str):
                     raise LoadError(f"{path}: name: expected the strategy's name (a string)")
                 self.strategies[data["name"]] = data
                 self.strategy_sources[data["name"]] = str(path)
-        for hf_id, path in recipe_files(root):
-            data = read_yaml(path)
-            if not isinstance(data, dict):
-                raise LoadError(f"{path}: expected a mapping at the top level")
-            self.recipes[hf_id] = data
-            self.sources[hf_id] = str(path)
+            else:
+                if not isinstance(data, dict):
+                    raise LoadError(f"{path}: expected a mapping at the top level")
+                hf_id = f"{path.relative_to(models).parts[0]}/{path.stem}"
+                self.recipes[hf_id] = data
+                self.sources[hf_id] = str(path)
 
     def merge_taxonomy(self, data: Any, where: str) -> None:
         if not isinstance(data, dict):
             raise LoadError(f"{where}: expected a mapping at the top level")
-        for key, value in data.items():
-            self.taxonomy[key] = merge_entry(self.taxonomy[key], value) if key in self.taxonomy else value
+        merge_taxonomy(self.taxonomy, data)
 
     def add_api_json(self, path: Path) -> None:
         try:

@@ -47,7 +47,7 @@ from typing import (
 
 import yaml
 
-from .loader import merge_entry, recipe_files
+from .loader import merge_taxonomy, tree_files
 from .yamlio import Yaml12Loader, load_yaml, yaml11_traps
 
 __all__ = [
@@ -1335,16 +1335,11 @@ def _discover(roots: Sequence[Path]) -> _Tree:
         if not root.is_dir():
             tree.problems.append(Problem(str(root), DOCUMENT, "recipe root is not a directory"))
             continue
-        taxonomy = root / "taxonomy.yaml"
-        if taxonomy.is_file():
-            tree.taxonomies.append(_load_doc("taxonomy", index, taxonomy))
-        for kind, pattern, bucket in (
-            ("strategy", "strategies/*.yaml", tree.strategies),
-            ("kv_store", "kv_store/*.yaml", tree.kv_stores),
-        ):
-            bucket.extend(_load_doc(kind, index, p) for p in sorted(root.glob(pattern)) if p.is_file())
-        # the loader's rule for which files are recipes (one rule, see loader.recipe_files)
-        tree.recipes.extend(_load_doc("recipe", index, p) for _, p in recipe_files(root))
+        # the loader's rule for which files make a tree (one rule, see loader.tree_files)
+        buckets = {"taxonomy": tree.taxonomies, "strategy": tree.strategies, "kv_store": tree.kv_stores,
+                   "recipe": tree.recipes}
+        for kind, path in tree_files(root):
+            buckets[kind].append(_load_doc(kind, index, path))
         tree.problems.extend(_stray_files(root))
     return tree
 
@@ -1371,8 +1366,7 @@ def _merged_taxonomy(docs: Sequence[_Doc]) -> Optional[Dict[str, Any]]:
         return None
     merged: Dict[str, Any] = {}
     for doc in docs:
-        for key, value in _dict(doc.data).items():
-            merged[key] = merge_entry(merged[key], value) if key in merged else value
+        merge_taxonomy(merged, _dict(doc.data))   # the loader's stacking
     return merged
 
 
