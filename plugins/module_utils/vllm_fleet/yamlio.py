@@ -8,13 +8,15 @@ Dates (``YYYY-MM-DD``) stay ``datetime.date`` like js-yaml's timestamp type; cal
 that need upstream's API shape turn them into strings.
 
 ``yaml11_traps`` lists the plain scalars whose value differs between the two
-versions; the validator reports them so authors quote them.
+versions, and ``scan_nodes`` finds duplicate keys and the plain scalars that may differ
+(with their dotted paths); the validator (schema/trees.py) reports both.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, List, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
 
 import yaml
 
@@ -119,3 +121,83 @@ def _plain_scalars(node: Any):
             for key, value in reversed(cur.value):
                 stack.append(value)
                 stack.append(key)
+
+
+# ---------------------------------------------------------------------------------
+# scanning a composed document: duplicate keys and YAML 1.1 / 1.2 suspects, by path
+
+
+def join_path(path: str, key: Any) -> str:
+    """Dotted child path of a map key (the validator's problem paths)."""
+    return f"{path}.{key}" if path else str(key)
+
+
+def index_path(path: str, i: int) -> str:
+    """Child path of a list item."""
+    return f"{path}[{i}]"
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
+_RESOLVERS_11 = yaml.SafeLoader.yaml_implicit_resolvers
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]")
+
+
+def _tag11(value: str) -> str:
+    """Tag PyYAML's YAML 1.1 resolver gives a plain scalar."""
+    candidates = _RESOLVERS_11.get(value[:1], []) + _RESOLVERS_11.get(None, [])
+    for tag, regexp in candidates:
+        if regexp.match(value):
+            return tag
+    return _STR_TAG
+
+
+def _may_differ(node: yaml.ScalarNode) -> bool:
+    """Cheap pre-filter: could YAML 1.1 read this plain scalar differently?"""
+    if _tag11(node.value) != node.tag:
+        return True
+    return node.tag == _INT_TAG and bool(_LEADING_ZERO.match(node.value))
+
+
+@dataclass
+class NodeScan:
+    """What one walk over the node tree found."""
+
+    duplicates: List[Tuple[str, str, int, int]] = field(default_factory=list)
+    suspects: Dict[Tuple[int, str], str] = field(default_factory=dict)  # (line, text) -> path
+
+
+def scan_nodes(root: Optional[yaml.Node]) -> NodeScan:
+    """Find duplicate keys and plain scalars that YAML 1.1 may read differently."""
+    scan = NodeScan()
+    stack: List[Tuple[yaml.Node, str]] = [(root, "")] if root is not None else []
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, yaml.ScalarNode):
+            if not node.style and _may_differ(node):  # plain: None (Python) or "" (libyaml)
+                scan.suspects.setdefault((node.start_mark.line + 1, node.value), path)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, index_path(path, i)) for i, child in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            seen: Dict[str, int] = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+                child = join_path(path, name)
+                line = key.start_mark.line + 1
+                if isinstance(key, yaml.ScalarNode) and name in seen:
+                    scan.duplicates.append((child, name, seen[name], line))
+                seen.setdefault(name, line)
+                stack.append((key, child))
+                stack.append((value, child))
+    return scan
+
+
+UNREADABLE = object()  # YAML 1.1 reading that PyYAML cannot construct (e.g. '=')
+
+
+def read11(raw: str) -> Any:
+    """YAML 1.1 (PyYAML safe_load) reading of one scalar."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return UNREADABLE
