@@ -1228,7 +1228,7 @@ def _check_fit(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProc
     if host.check_gpus and have < entry.gpu_count:
         names = ", ".join(sorted(set(host.gpu.get("names") or [])))
         problems.append(f"{host.name}: vllm_fleet_hardware {entry.hardware} means {entry.gpu_count} GPUs per node, "
-                        f"but {have} were detected ({names})")
+                        f"but {have} were detected" + (f" ({names})" if names else ""))
         return
     need = entry.vram_minimum_gb
     if not host.check_vram or need is None or not have or host.gpu.get("total_memory_gib") is None:

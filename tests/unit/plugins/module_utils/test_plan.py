@@ -495,7 +495,7 @@ def test_gpu_count_and_memory_are_checked_against_the_facts_for_every_host(cat):
     with pytest.raises(PlanError) as exc:
         plan(cat, short)
     assert exc.value.problems == [
-        "b: vllm_fleet_hardware h200 means 8 GPUs per node, but 0 were detected ()",
+        "b: vllm_fleet_hardware h200 means 8 GPUs per node, but 0 were detected",
         "c: vllm_fleet_hardware h200 means 8 GPUs per node, but 4 were detected (NVIDIA H200)"]
     # the 424b variant (1120 GB, TP 8): 8 x 141 GiB = 1211 GB fits; 4 visible (count check off) do not
     ok = host("a", variant="424b")
