@@ -10,9 +10,11 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 # The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
@@ -34,7 +36,7 @@ _LOCK = threading.Lock()
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts", "contract_only"))
+    _VALID_ARGS = frozenset(("hosts", "recipe_sources", "all_hosts", "contract_only", "fit_checks"))
 
     def _plan_group(self, sources, group):
         key = plan_hash([sources, [(h.name, h.settings, h.address, h.iface, h.gpu,
@@ -86,6 +88,8 @@ class ActionModule(ActionBase):
         digest_key = _digest_key(checked)
         inputs = [host_input(h, checked[h], hostvars[h], digest_key) for h in args["hosts"]
                   if checked[h].get("vllm_fleet_recipe")]
+        if not boolean(args.get("fit_checks", True), strict=False):   # status, teardown
+            inputs = [replace(h, check_gpus=False, check_vram=False) for h in inputs]
         if args.get("all_hosts"):
             # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
             # instead of O(hosts) per host

@@ -36,6 +36,14 @@ options:
         entry; large fleets then read the hosts' variables once instead of once per host.
     type: bool
     default: false
+  fit_checks:
+    description:
+      - Check each host's GPU count against its hardware profile and the instance's GPU memory
+        against the variant's C(vram_minimum_gb), from the host's GPU facts (per host, also
+        C(vllm_fleet_preflight_check_gpus) / C(vllm_fleet_preflight_check_vram)). Off for
+        status and teardown, which must work on a host that lost a GPU.
+    type: bool
+    default: true
 author: vllm-fleet
 notes:
   - Runs on the controller only; hosts need nothing installed for it.

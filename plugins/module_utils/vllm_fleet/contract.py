@@ -217,8 +217,8 @@ SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
-INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_vendor", "vllm_fleet_run",
-                      "vllm_fleet_preamble_contract",
+INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_accelerator",
+                      "vllm_fleet_run", "vllm_fleet_preamble_contract", "vllm_fleet_preamble_fit_checks",
                       "vllm_fleet_current"})
 
 
