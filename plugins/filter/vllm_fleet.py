@@ -12,7 +12,7 @@ import sys
 # (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
 # not controller-side plugins.
 try:
-    from vllm_fleet.plan import flag_values
+    from vllm_fleet.plan import flag_values, gpu_ranges
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -105,4 +105,6 @@ class FilterModule:
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,
             "vllm_fleet_credential_env": credential_env,
+            # GPU numbers as ranges ([1, 2, 3, 5] -> "1-3,5"), the planner's wording
+            "vllm_fleet_gpu_ranges": gpu_ranges,
         }

@@ -63,6 +63,7 @@ def test_two_deployments_serve_on_disjoint_gpus_of_one_machine(machine):
         assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == SEED_ARGV + ([] if port == 8000 else ["--port", str(port)])
         status, body = host_http(machine.container("gpu-m"), "GET", f"http://127.0.0.1:{port}/v1/models")
         assert status == 200 and body["data"][0]["id"] == "baidu/ERNIE-4.5-VL-28B-A3B-PT", (port, body)
+    assert "idle GPUs" not in run.out   # 0-3 and 4-7 cover the machine
     again = playbook("deploy.yml", machine.inventory, "-l", "shared")
     assert again.rc == 0 and again.changed("gpu-lo") == 0 and again.changed("gpu-hi") == 0, again
 

@@ -86,6 +86,8 @@ def test_deploy_h200_creates_exactly_the_seed_container(seed_fleet):
     assert len(c["Config"]["Labels"]["vllm-fleet.plan-hash"]) == 16
     assert c["State"]["Running"] is True
     assert "healthy after" in run.out
+    # TP 1 on 8 GPUs: the summary names the 7 the seed's one server leaves unused
+    assert "idle GPUs: h200-a: GPU 1-7 of 8 run no server of this run" in run.out, run.out[-2000:]
 
 
 def test_second_run_changes_nothing(seed_fleet):

@@ -95,12 +95,16 @@ class HostPlan:
     address: Optional[str]
     hash: str = ""                  # of the processes (without drain) and files
     drain: Optional[Dict[str, Any]] = None
+    # GPUs of the host's machine that no server of the run uses (plan_fleet, across the
+    # deployments of the machine; the run summary reports them). Left out of the dict when None
+    # (all used, or the facts do not tell)
+    gpus_idle: Optional[List[int]] = None
 
     def hashed(self) -> Dict[str, Any]:
         """What the host plan's hash covers."""
         return {"processes": [p.to_dict(with_drain=False) for p in self.processes], "files": self.files}
 
     def to_dict(self) -> Dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "processes"}
+        out = {k: v for k, v in self.__dict__.items() if k != "processes" and not (k == "gpus_idle" and v is None)}
         out["processes"] = [p.to_dict() for p in self.processes]
         return dict(out)

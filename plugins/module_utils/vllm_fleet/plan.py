@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 import shlex
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from . import schema, select
 from .contract import NAME_RE, SECRETS, settings_of
@@ -245,6 +245,7 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
     problems += check_gpus(plans, machines)
+    mark_idle_gpus(plans, hosts)
     return plans, problems
 
 
@@ -275,6 +276,39 @@ def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, st
                             f"its own vllm_fleet_gpus")
         seen.setdefault(machine, []).append((host, host_plan["deployment"], gpus))
     return problems
+
+
+def mark_idle_gpus(plans: Dict[str, Dict[str, Any]], hosts: Sequence[HostInput]) -> None:
+    """Give the engine host plans of each GPU machine the GPUs no planned server of the run
+    uses (``gpus_idle``; the run summary reports them): the seed's TP 1 command alone on an
+    8-GPU host leaves 7. A server without a GPU set takes the first TP x PP x DP GPUs (what
+    vLLM does with every GPU visible). Machines whose GPU count the facts do not give, or
+    where several servers of one host share its GPUs among themselves (P/D), are left out."""
+    count_of = {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")}
+    machine_of = {h.name: h.machine or h.name for h in hosts}
+    used: Dict[str, Set[int]] = {}
+    members: Dict[str, List[str]] = {}
+    unknown: Set[str] = set()
+    for host, host_plan in plans.items():
+        engines = [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
+        if host_plan.get("vendor") not in ("cuda", "rocm") or host not in count_of or not engines:
+            continue
+        machine = machine_of.get(host, host)
+        members.setdefault(machine, []).append(host)
+        take = used.setdefault(machine, set())
+        for proc in engines:
+            if proc.get("gpus") is not None:
+                take.update(proc["gpus"])
+            elif len(engines) == 1:
+                take.update(range(min(gpus_per_node(proc["argv"], int(host_plan.get("node_count") or 1)),
+                                      count_of[host])))
+            else:
+                unknown.add(machine)
+    for machine, names in members.items():
+        idle = [g for g in range(count_of[names[0]]) if g not in used[machine]]
+        if idle and machine not in unknown:
+            for name in names:
+                plans[name]["gpus_idle"] = idle
 
 
 def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:

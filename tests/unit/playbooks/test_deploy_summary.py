@@ -128,3 +128,17 @@ def test_summary_of_a_big_rollout_gives_median_and_max_and_names_who_is_not_back
     msg, _ = run_summary(tmp_path, hosts=hosts)
     assert msg[-1] == ("  rollout: 6 instance(s): updated 5, rolled back 1; serving capacity never below 5 of 6; "
                        "out of service per instance: median 42.0 s, max 44.0 s over 5, not back: i5"), msg
+
+
+def test_summary_names_the_gpus_no_server_uses(tmp_path):
+    def idle(dep, gpus):
+        return {"vllm_fleet_plan": {**plan(dep, "docker"), "gpus_idle": gpus}, "vllm_fleet_current": False,
+                "vllm_fleet_gpu": {"count": 8}, "vllm_fleet_health_report": {f"vllm-fleet-{dep}": 5.0}}
+    hosts = {"g1": idle("seed", [1, 2, 3, 4, 5, 6, 7]), "g2": idle("seed", [1, 2, 3, 4, 5, 6, 7]),
+             "g3": idle("seed", [3]), "g4": {"vllm_fleet_plan": plan("seed", "docker"), "vllm_fleet_current": True}}
+    msg, _ = run_summary(tmp_path, hosts=hosts)
+    assert msg[2:] == [
+        "  idle GPUs: g1, g2: GPU 1-7 of 8 run no server of this run; another deployment can use them (vllm_fleet_gpus)",
+        "  idle GPUs: g3: GPU 3 of 8 runs no server of this run; another deployment can use it (vllm_fleet_gpus)",
+        "seed (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on g4; serves minilm on port 8000",
+    ], msg

@@ -530,3 +530,19 @@ def test_gpu_count_and_memory_are_checked_against_the_facts_for_every_host(cat):
     assert plan(cat, [off])["h"]["gpu_count"] == 8
     unread = HostInput(name="h", settings={"recipe": SEED, "hardware": "h200"}, address=None, iface="eth0", gpu={})
     assert plan(cat, [unread])["h"]["hardware"] == "h200"
+
+
+def test_gpus_no_server_uses_are_named_per_machine(cat):
+    # the seed's TP 1 command alone on an 8-GPU host: GPU 0 serves, 1-7 idle
+    plans, problems = plan_fleet(cat, [on("m1", "a", "ernie", 8000)])
+    assert problems == [] and plans["a"]["gpus_idle"] == [1, 2, 3, 4, 5, 6, 7]
+    # two deployments on GPU sets of one machine: what neither takes; both covering it: nothing
+    plans, _ = plan_fleet(cat, [on("m1", "lo", "lo", 8000, [0, 1]), on("m1", "hi", "hi", 8001, [4, 5, 6, 7])])
+    assert plans["lo"]["gpus_idle"] == plans["hi"]["gpus_idle"] == [2, 3]
+    plans, _ = plan_fleet(cat, [on("m1", "lo", "lo", 8000, [0, 1, 2, 3]), on("m1", "hi", "hi", 8001, [4, 5, 6, 7])])
+    assert "gpus_idle" not in plans["lo"] and "gpus_idle" not in plans["hi"]
+    # TP 8 takes the whole host; a CPU host and facts without a count are not judged
+    plans, _ = plan_fleet(cat, [on("m1", "a", "ernie", 8000, extra_args=["--tensor-parallel-size", "8"])])
+    assert "gpus_idle" not in plans["a"]
+    unread = HostInput(name="u", settings={"recipe": SEED, "hardware": "h200"}, address="10.0.0.1", iface="eth0", gpu={})
+    assert "gpus_idle" not in plan_fleet(cat, [unread])[0]["u"]
