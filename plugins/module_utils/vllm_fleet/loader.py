@@ -68,17 +68,18 @@ def recipe_files(root: Path) -> List[Tuple[str, Path]]:
     return out
 
 
-def tree_files(root: Path) -> List[Tuple[str, Path]]:
-    """Every file a tree consists of, as (kind, path) in stacking order: ``taxonomy`` (the
-    root's taxonomy.yaml), ``strategy`` (strategies/*.yaml), ``kv_store`` (kv_store/*.yaml),
-    ``recipe`` (:func:`recipe_files`). The one rule of the loader and the validator."""
-    out: List[Tuple[str, Path]] = []
+def tree_files(root: Path) -> List[Tuple[str, Optional[str], Path]]:
+    """Every file a tree consists of, as (kind, recipe id, path) in stacking order: ``taxonomy``
+    (the root's taxonomy.yaml), ``strategy`` (strategies/*.yaml), ``kv_store``
+    (kv_store/*.yaml), ``recipe`` (:func:`recipe_files`, with its id; None for the others).
+    The one rule of the loader and the validator."""
+    out: List[Tuple[str, Optional[str], Path]] = []
     taxonomy = root / "taxonomy.yaml"
     if taxonomy.is_file():
-        out.append(("taxonomy", taxonomy))
+        out.append(("taxonomy", None, taxonomy))
     for kind, sub in (("strategy", "strategies"), ("kv_store", "kv_store")):
-        out.extend((kind, p) for p in sorted((root / sub).glob("*.yaml")) if p.is_file())
-    out.extend(("recipe", p) for _, p in recipe_files(root))
+        out.extend((kind, None, p) for p in sorted((root / sub).glob("*.yaml")) if p.is_file())
+    out.extend(("recipe", hf_id, p) for hf_id, p in recipe_files(root))
     return out
 
 
@@ -117,8 +118,7 @@ class Catalog:
         if not root.is_dir():
             raise LoadError(f"{root}: not a directory or recipe file")
         self.roots.append(str(root))
-        models = root / "models"
-        for kind, path in tree_files(root):
+        for kind, hf_id, path in tree_files(root):
             data = read_yaml(path)
             if kind == "taxonomy":
                 self.merge_taxonomy(data, str(path))
@@ -130,7 +130,6 @@ class Catalog:
             else:
                 if not isinstance(data, dict):
                     raise LoadError(f"{path}: expected a mapping at the top level")
-                hf_id = f"{path.relative_to(models).parts[0]}/{path.stem}"
                 self.recipes[hf_id] = data
                 self.sources[hf_id] = str(path)
 

@@ -245,8 +245,16 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
     problems += check_gpus(plans, machines)
-    mark_idle_gpus(plans, hosts)
+    mark_idle_gpus(plans, machines, {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")})
     return plans, problems
+
+
+def _gpu_servers(host_plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
+    """The vLLM servers of a host plan that run on GPUs (none for CPU / service-only hosts):
+    what the GPU-set overlap check and the idle-GPU count look at."""
+    if host_plan.get("vendor") not in ("cuda", "rocm"):
+        return []
+    return [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
 
 
 def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
@@ -256,9 +264,7 @@ def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, st
     seen: Dict[str, List[Tuple[str, str, Optional[List[int]]]]] = {}
     problems: List[str] = []
     for host, host_plan in plans.items():
-        if host_plan.get("vendor") not in ("cuda", "rocm"):
-            continue
-        engines = [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
+        engines = _gpu_servers(host_plan)
         if not engines:
             continue
         gpus = engines[0].get("gpus")
@@ -278,22 +284,21 @@ def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, st
     return problems
 
 
-def mark_idle_gpus(plans: Dict[str, Dict[str, Any]], hosts: Sequence[HostInput]) -> None:
+def mark_idle_gpus(plans: Dict[str, Dict[str, Any]], machines: Mapping[str, str], count_of: Mapping[str, int]) -> None:
     """Give the engine host plans of each GPU machine the GPUs no planned server of the run
     uses (``gpus_idle``; the run summary reports them): the seed's TP 1 command alone on an
     8-GPU host leaves 7. A server without a GPU set takes the first TP x PP x DP GPUs (what
     vLLM does with every GPU visible). Machines whose GPU count the facts do not give, or
-    where several servers of one host share its GPUs among themselves (P/D), are left out."""
-    count_of = {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")}
-    machine_of = {h.name: h.machine or h.name for h in hosts}
+    where several servers of one host share its GPUs among themselves (P/D), are left out.
+    ``count_of``: each host's GPU count from its facts."""
     used: Dict[str, Set[int]] = {}
     members: Dict[str, List[str]] = {}
     unknown: Set[str] = set()
     for host, host_plan in plans.items():
-        engines = [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
-        if host_plan.get("vendor") not in ("cuda", "rocm") or host not in count_of or not engines:
+        engines = _gpu_servers(host_plan)
+        if host not in count_of or not engines:
             continue
-        machine = machine_of.get(host, host)
+        machine = machines.get(host, host)
         members.setdefault(machine, []).append(host)
         take = used.setdefault(machine, set())
         for proc in engines:

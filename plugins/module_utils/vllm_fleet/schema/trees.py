@@ -131,7 +131,7 @@ def _discover(roots: Sequence[Path]) -> _Tree:
         # the loader's rule for which files make a tree (one rule, see loader.tree_files)
         buckets = {"taxonomy": tree.taxonomies, "strategy": tree.strategies, "kv_store": tree.kv_stores,
                    "recipe": tree.recipes}
-        for kind, path in tree_files(root):
+        for kind, _, path in tree_files(root):
             buckets[kind].append(_load_doc(kind, index, path))
         tree.problems.extend(_stray_files(root))
     return tree

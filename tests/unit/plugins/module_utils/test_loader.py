@@ -242,6 +242,6 @@ def test_stacked_taxonomies_merge_the_same_way_for_loader_and_validator(tmp_path
     assert set(cat.taxonomy["hardware_profiles"]) == set(base["hardware_profiles"]) | {"h200"}
     # the validator stacks with the loader's function and finds files with the loader's rule
     assert schema.merge_taxonomy is loader.merge_taxonomy and schema.tree_files is loader.tree_files
-    kinds = [k for k, _ in loader.tree_files(TREE)]
+    kinds = [k for k, _, _ in loader.tree_files(TREE)]
     assert kinds[0] == "taxonomy" and kinds == sorted(kinds, key=["taxonomy", "strategy", "kv_store", "recipe"].index)
     assert {k for k in kinds} == {"taxonomy", "strategy", "kv_store", "recipe"}
