@@ -5,8 +5,12 @@ The fleet is named ``e2e-demo`` (``-- --name e2e-demo``) so a demo someone has u
 untouched; the printed commands carry the name. CI=true in every shell: no ANSI escapes may
 appear. Checked besides: the health gate prints progress while vLLM loads, the re-deploy
 changes nothing and prints no ``[WARNING]``, ``down`` leaves none of the demo's containers,
-state or network behind. ``down --purge`` is printed but run here with ``--dry-run`` only:
-removing the testbed would take it from the tests that follow (they share this machine).
+state or network behind. While the demo is up, its docker runtime's vLLM container
+(``vllm-fleet-minilm-docker`` on this machine's engine; the suite's one real docker deploy of
+the CPU recipe) is read with ``docker inspect``: image, argv, the recipe's env, shm size, the
+model and HF cache binds, least privilege; the health gate reports 384 dimensions for it.
+``down --purge`` is printed but run here with ``--dry-run`` only: removing the testbed would
+take it from the tests that follow (they share this machine).
 """
 
 from __future__ import annotations
@@ -24,8 +28,12 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 
 import fleet as testbed  # noqa: E402
+from helpers import docker_inspect  # noqa: E402
 
 NAME = "e2e-demo"
+# tests/testbed/demo.py's inventory (groups_for): the docker runtime's deployment on cpu-docker
+MODEL_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
+DOCKER_CONTAINER = "vllm-fleet-minilm-docker"
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=\d+\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -73,6 +81,35 @@ def test_quick_start_serves_and_shows_progress(demo):
     assert re.search(r"^cpu-docker: POST /v1/embeddings -> model minilm, 384 dimensions", demo.stdout, re.M)
     assert re.search(r"^cpu-uv: POST /v1/embeddings -> model minilm, 384 dimensions", demo.stdout, re.M)
     assert re.search(r"deployed 2, unchanged 0 \(already running their plan\), failed 0", demo.stdout)
+
+
+def health_reports(out: str, host: str) -> list[str]:
+    """The health gate's report lines for `host` (YAML callback: a msg folded over several
+    lines is joined back into one)."""
+    blocks = re.findall(rf"^ok: \[{re.escape(host)}\] => \(item=[^)]*\) =>\s*\n\s+msg: (.*?)(?=\n\S|\Z)",
+                        out, re.M | re.S)
+    return [" ".join(b.split()) for b in blocks if "healthy after" in b]
+
+
+def test_docker_runtime_container_as_planned_and_least_privilege(demo):
+    """The demo's docker deployment (cpu-docker, minilm-docker) read on the engine while up."""
+    assert demo.returncode == 0, demo.stdout[-5000:]
+    # the health gate's report on cpu-docker (YAML doubles the quotes: ''dimension'': 384)
+    reports = health_reports(demo.stdout, "cpu-docker")
+    assert any(re.search(rf"^'?{DOCKER_CONTAINER}\S* healthy after [\d.]+ s; .*dimension'*: 384\b", r)
+               for r in reports), reports or demo.stdout[-5000:]
+    c = docker_inspect(DOCKER_CONTAINER)
+    assert c is not None, f"no {DOCKER_CONTAINER} on this machine's engine"
+    assert c["State"]["Running"], c["State"]
+    assert c["Config"]["Image"] == "vllm/vllm-openai-cpu:latest-x86_64"
+    assert c["Config"]["Cmd"] == [MODEL_DIR, "--runner", "pooling", "--tensor-parallel-size", "1",
+                                  "--served-model-name", "minilm"]
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in c["Config"]["Env"]
+    assert c["HostConfig"]["ShmSize"] == 1024 ** 3          # vllm_fleet_cpu_shm_size: 1g
+    assert f"{MODEL_DIR}:{MODEL_DIR}:ro" in c["HostConfig"]["Binds"]
+    # least privilege, and still serving: no capabilities, no new privileges, its own HF cache
+    assert c["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges" in c["HostConfig"]["SecurityOpt"], c["HostConfig"]
+    assert "/var/lib/vllm-fleet/hf-cache/minilm-docker:/root/.cache/huggingface:rw" in c["HostConfig"]["Binds"]
 
 
 def test_operator_install_puts_ansible_playbook_and_vllm_fleet_on_path(demo, tmp_path):
