@@ -1116,7 +1116,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         mounts=mounts,
         secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
         credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"],
-        gpus=gpus)
+        gpus=gpus, replica=slot.replica)
 
 
 def _visible_devices(docker: Mapping[str, Any]) -> str:
