@@ -97,6 +97,16 @@ def pin_requirements(requirements, pins) -> list:
     return out
 
 
+def process_line(proc):
+    """One planned process as ``--check --diff`` shows it: its name, GPU set (when it has one),
+    port and command (argv joined for reading; never run)."""
+    where = [f"GPU {gpu_ranges(proc['gpus'])}"] if proc.get("gpus") is not None else []
+    if proc.get("serves_http") and proc.get("port"):
+        where.append(f"port {proc['port']}")
+    return f"{proc['name']} ({', '.join(where)}): " + " ".join(proc["argv"]) if where else \
+        f"{proc['name']}: " + " ".join(proc["argv"])
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -107,4 +117,5 @@ class FilterModule:
             "vllm_fleet_credential_env": credential_env,
             # GPU numbers as ranges ([1, 2, 3, 5] -> "1-3,5"), the planner's wording
             "vllm_fleet_gpu_ranges": gpu_ranges,
+            "vllm_fleet_process_line": process_line,
         }

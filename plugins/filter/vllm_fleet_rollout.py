@@ -86,7 +86,8 @@ def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollbac
     wanted = str(wanted).strip()
     if wanted == "previous":
         if len(known) < 2:
-            return {"number": None, "error": f"deployment {deployment} has no previous revision "
+            return {
+            "vllm_fleet_switch_steps": switch_steps,"number": None, "error": f"deployment {deployment} has no previous revision "
                                              f"(recorded revisions: {listed})"}
         return {"number": known[-2], "error": ""}
     if not re.match(r"^[0-9]{1,9}$", wanted) or int(wanted) not in known:
@@ -232,6 +233,15 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
     return out
 
 
+def switch_steps(engines) -> list:
+    """The steps an instance's engines switch in on this host: each replica on its own (the
+    host's other replicas serve meanwhile), else every engine at once (one step)."""
+    engines = list(engines or [])
+    if any(p.get("replica") is not None for p in engines):
+        return [[p] for p in engines]
+    return [engines]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -244,4 +254,5 @@ class FilterModule:
             "vllm_fleet_rollout": rollout,
             "vllm_fleet_rollout_report": rollout_report,
             "vllm_fleet_host_result": host_result,
+            "vllm_fleet_switch_steps": switch_steps,
         }

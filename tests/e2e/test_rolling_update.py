@@ -207,3 +207,71 @@ def test_teardown_of_a_deployment_gone_from_the_inventory_leaves_nothing(roll):
         assert host_exec(r, ["test", "-e", path]).returncode != 0, path
     listening = host_exec(r, ["ss", "-Htln", "sport = :8000"]).stdout
     assert listening.strip() == "", listening
+
+
+def _replicas(prefix="vllm-fleet-roll-r"):
+    """roll-a's replica containers (and kept -prev ones), by name suffix."""
+    out = {}
+    for i in range(8):
+        for suffix in ("", "-prev"):
+            c = docker_inspect(f"{prefix}{i}{suffix}")
+            if c is not None:
+                out[f"r{i}{suffix}"] = c
+    return out
+
+
+def _router_urls(fleet):
+    out = host_exec(fleet.container("roll-r"), ["python3", "-c", "import urllib.request as u;print(u.urlopen("
+                                                "'http://127.0.0.1:8000/list_workers').read().decode())"])
+    return sorted(json.loads(out.stdout)["urls"])
+
+
+def test_replicas_fill_the_host_and_roll_one_at_a_time_under_load(roll, capsys):
+    """The seed alone on a FAKE 8 x H200 host with vllm_fleet_replicas_per_host auto: 8 replicas,
+    one GPU and one port each, all behind the router; an update switches them one at a time
+    (7 of 8 serve throughout, 0 failed requests); scaled down to 2, the other 6 go."""
+    limit = ["-l", "roll-a,roll-r"]
+    auto = json.dumps({"vllm_fleet_replicas_per_host": "auto"})
+    check = playbook("deploy.yml", roll.inventory, *limit, "-e", auto, "--check", "--diff")
+    assert check.rc == 0 and _replicas() == {}, check
+    for i in range(8):   # the plan shows every replica's GPU set and port
+        assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in check.out, check.out[-3000:]
+    run = playbook("deploy.yml", roll.inventory, *limit, "-e", auto)
+    assert run.rc == 0, run
+    got = _replicas()
+    assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
+    seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
+                 "--mm-encoder-tp-mode", "data"]
+    for i in range(8):
+        c = got[f"r{i}"]
+        assert c["State"]["Running"], i
+        requests = c["HostConfig"]["DeviceRequests"]
+        assert [(r["Driver"], r["DeviceIDs"], r.get("Count") or 0) for r in requests] == [("nvidia", [str(i)], 0)]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == seed_argv + ["--port", str(8000 + i)]
+    address = roll.hosts["roll-a"]["ip"]
+    assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(8))
+    assert "idle GPUs" not in run.out   # 8 replicas x TP 1 cover the 8 GPUs
+    # an update under load: one replica at a time out of the router
+    before = {k: c["Id"] for k, c in got.items()}
+    load = Load(roll, "replicas")
+    update = playbook("deploy.yml", roll.inventory, *limit, "-e",
+                      json.dumps({"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_extra_args": GOOD}))
+    stats = load.stop(capsys)
+    assert update.rc == 0, update
+    assert stats["failed"] == 0 and stats["requests"] >= 50, stats
+    assert stats["min_workers"] == 7 and stats["max_workers"] == 8, stats
+    got = _replicas()
+    assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)   # no -prev left
+    for key, c in got.items():
+        assert c["Id"] != before[key] and c["Config"]["Cmd"][-4:] == GOOD + ["--port", str(8000 + int(key[1:]))]
+    # two replicas: r2-r7 stop with the switch and go with the commit; r0, r1 run as they were
+    kept = {k: got[k]["Id"] for k in ("r0", "r1")}
+    fewer = playbook("deploy.yml", roll.inventory, *limit, "-e",
+                     json.dumps({"vllm_fleet_replicas_per_host": 2, "vllm_fleet_extra_args": GOOD}))
+    assert fewer.rc == 0, fewer
+    got = _replicas()
+    assert sorted(got) == ["r0", "r1"] and {k: c["Id"] for k, c in got.items()} == kept, sorted(got)
+    assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001))
+    assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
+    down = playbook("teardown.yml", roll.inventory, *limit)
+    assert down.rc == 0 and _replicas() == {}, down

@@ -79,7 +79,7 @@ class ContractError(ValueError):
 @dataclass(frozen=True)
 class Var:
     name: str                       # without the vllm_fleet_ prefix
-    kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list | gpus
+    kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list | gpus | replicas
     meaning: str
     scope: str = "deployment"       # deployment | host | secret | run
     default: Any = None             # shown in the README; None = unset
@@ -139,6 +139,11 @@ VARIABLES: Tuple[Var, ...] = (
         "a list (`[0, 1, 2, 3]`) or ranges (`\"0-3\"`, `\"0,2,4-7\"`); every GPU when unset. Deployments that "
         "share a machine (inventory hosts with one `ansible_host`) must use disjoint GPUs.", scope="host",
         minimum=0, maximum=1023),
+    Var("replicas_per_host", "replicas", "Servers of a single-node deployment on this host, each running the "
+        "recipe's command on its own GPUs (`vllm_fleet_gpus`, else every GPU, split in order), its own port "
+        "(`vllm_fleet_port` + its index) and its own container/unit name (`-r<index>`): a number, or `auto` = the "
+        "host's GPUs divided by the GPUs one server of the command uses (tensor x pipeline x data parallel).",
+        scope="host", default=1, minimum=1, maximum=1024),
     Var("preflight_check_gpus", "bool", "Refuse a host whose GPU facts report fewer GPUs than its hardware profile "
         "has (`false`: trust the profile).", scope="host", default=True),
     Var("preflight_check_vram", "bool", "Refuse an instance whose GPU memory (this host's facts x nodes) is below "
@@ -214,7 +219,8 @@ VARIABLES: Tuple[Var, ...] = (
 BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
-                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus")}
+                            if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
+                                                                        "replicas_per_host")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_accelerator",
@@ -343,6 +349,13 @@ class _Checker:
             return out if isinstance(value, list) else out[0]
         if kind == "gpus":
             return self.gpu_set(spec, value, where)
+        if kind == "replicas":
+            if isinstance(value, str) and value.strip().lower() == "auto":
+                return "auto"
+            if _as_int(value) is None:
+                self.bad(where, f"must be a whole number or auto, got {_describe(value)}")
+                return None
+            return self.whole(spec, value, where, spec.minimum, spec.maximum)
         if kind == "list":
             return self.listing(spec, value, where)
         if kind == "dict":
@@ -544,7 +557,7 @@ def markdown_table() -> str:
     rows = ["| variable | scope | type | default | meaning |", "|---|---|---|---|---|"]
     for v in VARIABLES:
         kind = {"str_or_list": "str or list", "port": "int 1-65535", "batch": "int, % or list",
-                "gpus": "list or ranges"}.get(v.kind, v.kind)
+                "gpus": "list or ranges", "replicas": "int or `auto`"}.get(v.kind, v.kind)
         if v.choices and v.kind != "str_or_list":
             kind = " \\| ".join(f"`{c}`" for c in v.choices)
         elif v.minimum is not None and v.kind not in ("batch", "gpus"):

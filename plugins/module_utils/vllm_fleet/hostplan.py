@@ -46,13 +46,17 @@ class PlannedProcess:
     # the host's GPUs it may use (vllm_fleet_gpus); None: every GPU. Left out of the dict when
     # None, so plans (and hashes) of deployments that do not set it stay what they were
     gpus: Optional[List[int]] = None
+    # its index among the host's replicas (vllm_fleet_replicas_per_host); None (left out of the
+    # dict): the host's only server
+    replica: Optional[int] = None
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         out = asdict(self)
         if not with_drain:
             del out["drain"]
-        if out["gpus"] is None:
-            del out["gpus"]
+        for key in ("gpus", "replica"):
+            if out[key] is None:
+                del out[key]
         return out
 
 

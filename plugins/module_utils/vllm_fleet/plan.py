@@ -267,7 +267,8 @@ def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, st
         engines = _gpu_servers(host_plan)
         if not engines:
             continue
-        gpus = engines[0].get("gpus")
+        sets = [p.get("gpus") for p in engines]
+        gpus = None if any(g is None for g in sets) else sorted({g for one in sets for g in one})
         machine = machines.get(host, host)
         for other_host, other_dep, other_gpus in seen.get(machine, []):
             if gpus is None or other_gpus is None:
@@ -496,6 +497,10 @@ class Slot:
     rank: int
     values: Dict[str, str]          # placeholder values for this process
     name: str
+    # a replica (vllm_fleet_replicas_per_host > 1): its index, GPU set and port
+    replica: Optional[int] = None
+    gpus: Optional[List[int]] = None
+    port: Optional[int] = None
 
 
 @dataclass
@@ -667,8 +672,10 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
                      deploy_type=deploy_type, profile=cat.profiles[hardware], name=name,
                      runtime=runtime, store=store, values={}, problems=problems)
     if deploy_type == "pd_cluster":
+        _no_replicas(dep, hosts, "P/D deployments (their pools split the host's GPUs themselves)")
         slots = _place_pd(cat, dep, list(hosts))
     elif store is not None:
+        _no_replicas(dep, hosts, f"{req.kv_offload} deployments (not supported there yet)")
         slots = _place_kv(cat, dep, list(hosts))
     else:
         slots = _place_plain(cat, dep, list(hosts), deploy_type)
@@ -726,21 +733,79 @@ def _place_plain(cat: Catalog, dep: Deployment, hosts: List[HostInput], deploy_t
     # names stay unique across the fleet (logs, metrics, a shared container engine)
     prefix = "-i{index}" if len(groups) > 1 else ""
     slots = _place_engines(dep, groups, prefix, lambda index: rendering)
+    if nodes == 1:
+        slots = [replica for slot in slots for replica in _replicas(dep, slot)]
+    else:
+        _no_replicas(dep, members, f"multi-node strategy {dep.req.strategy!r} (an instance spans whole hosts)")
     router_host = _single_role_host(dep, hosts, "router", None)
     if router_host is not None:
-        slots += _services(dep, hosts, [], router_host, router_host, _front_door(dep, groups, rendering))
+        slots += _services(dep, hosts, [], router_host, router_host, _front_door(dep, groups, rendering, slots))
     return slots
 
 
-def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering) -> Process:
+def _no_replicas(dep: Deployment, hosts: Sequence[HostInput], why: str) -> None:
+    """Replicas per host apply to single-node deployments only: `auto` means one there, a
+    number above 1 is refused."""
+    for host in hosts:
+        want = host.settings.get("replicas_per_host")
+        if want not in (None, "auto", 1):
+            dep.problems.append(f"{host.name}: vllm_fleet_replicas_per_host: {want} replicas do not apply to "
+                                f"{why}; leave it unset (or auto)")
+
+
+def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
+    """One single-node server's slot as its host's replicas (vllm_fleet_replicas_per_host): the
+    host's GPUs (vllm_fleet_gpus, else all) split in order into sets of the GPUs one server of
+    the command uses (tensor x pipeline x data parallel); replica i gets set i, the port
+    vllm_fleet_port + i and the name ``<server>-r<i>``. One replica: the slot unchanged."""
+    host = slot.host
+    want = host.settings.get("replicas_per_host")
+    if want in (None, 1):
+        return [slot]
+    where = f"{host.name}: vllm_fleet_replicas_per_host"
+    have = int(host.gpu.get("count") or 0)
+    if host.gpu.get("vendor") not in ("nvidia", "amd") or not have:
+        if want != "auto":
+            reported = host.gpu.get("vendor") or "no GPU facts"
+            dep.problems.append(f"{where}: {want} replicas need GPUs to split, but the host reports none "
+                                f"({reported}); replicas on CPU hosts are not supported yet: leave it unset")
+        return [slot]
+    argv = _customize(list(slot.proc.argv), dep.settings, slot.proc.role, host.settings.get("listen"))
+    need = max(1, gpus_per_node(argv, 1))
+    pool = [int(g) for g in host.settings.get("gpus") or range(have)]
+    if [g for g in pool if g >= have]:
+        return [slot]   # _gpu_set names the GPUs that do not exist
+    count = len(pool) // need if want == "auto" else int(want)
+    if count * need > len(pool):
+        has = (f"vllm_fleet_gpus gives {len(pool)} ({gpu_ranges(pool)})" if host.settings.get("gpus") is not None
+               else f"the host has {have}")
+        dep.problems.append(f"{where}: {count} replicas x {need} GPU(s) each (tensor x pipeline x data parallel of "
+                            f"the command) need {count * need} GPUs, but {has}; lower it or use auto")
+        return [slot]
+    if count <= 1:
+        return [slot]
+    given = flag_values(argv, "--port")
+    base = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or DEFAULT_PORT)
+    if base + count - 1 > 65535:
+        dep.problems.append(f"{where}: {count} replicas from port {base} run past 65535; lower vllm_fleet_port")
+        return [slot]
+    return [replace(slot, name=f"{slot.name}-r{i}", replica=i, gpus=pool[i * need:(i + 1) * need], port=base + i)
+            for i in range(count)]
+
+
+def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering, slots: Sequence[Slot] = ()) -> Process:
     """vllm-router in front of a plain deployment's instances (``vllm_fleet_role: router`` on a
-    host): one --worker-urls list of every instance head, round robin."""
+    host): one --worker-urls list of every instance head (every replica of it), round robin."""
     _need_address([g[0] for g in groups], dep.problems, "router backend")
     proc = next(p for p in rendering.processes if p.kind == "vllm")
     given = flag_values(as_list(dep.settings.get("extra_args")), "--port")
     port = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0)
                or proc.port or DEFAULT_PORT)
-    urls = [f"http://{g[0].address}:{port}" for g in groups]
+    replica_ports: Dict[str, List[int]] = {}
+    for slot in slots:
+        if slot.replica is not None and slot.port is not None:
+            replica_ports.setdefault(slot.host.name, []).append(slot.port)
+    urls = [f"http://{g[0].address}:{p}" for g in groups for p in replica_ports.get(g[0].name, [port])]
     return Process("router", 0, ["vllm-router", "--host", "$ROUTER_HOST", "--port", "$ROUTER_PORT",
                                  "--worker-urls", *urls, "--policy", "round_robin"], kind="router")
 
@@ -1002,6 +1067,9 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
     docker = proc.docker or {}
     gpus = _gpu_set(dep, host, env)
+    if slot.gpus is not None:   # a replica: its share of the host's GPUs, its own port
+        gpus = list(slot.gpus)
+        argv = argv[:3] + dedupe(argv[3:] + ["--port", str(slot.port)])
     have = int(host.gpu.get("count") or 0)
     if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
         need = gpus_per_node(argv, len(slot.unit_hosts))
@@ -1048,7 +1116,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         mounts=mounts,
         secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
         credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"],
-        gpus=gpus)
+        gpus=gpus, replica=slot.replica)
 
 
 def _visible_devices(docker: Mapping[str, Any]) -> str:

@@ -22,6 +22,14 @@ def test_flag_values_both_forms():
     assert filters.flag_values(argv, "--port") == []
 
 
+def test_process_line_names_the_gpu_set_and_port_of_each_process():
+    replica = {"name": "vllm-fleet-seed-r3", "gpus": [3], "port": 8003, "serves_http": True,
+               "argv": ["vllm", "serve", "m", "--port", "8003"]}
+    assert filters.process_line(replica) == "vllm-fleet-seed-r3 (GPU 3, port 8003): vllm serve m --port 8003"
+    worker = {"name": "w", "port": 8000, "serves_http": False, "argv": ["vllm", "serve", "m", "--headless"]}
+    assert filters.process_line(worker) == "w: vllm serve m --headless"
+
+
 def test_pin_requirements_adds_the_default_version_only_where_the_plan_pins_none():
     pins = {"vllm-router": "0.1.17", "mooncake_transfer_engine": "0.3.13.post1"}
     assert filters.pin_requirements(

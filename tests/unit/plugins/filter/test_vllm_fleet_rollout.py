@@ -135,3 +135,11 @@ def test_rollout_report_counts_an_instance_by_its_worst_node_and_not_back_as_out
 
 def test_rollout_report_is_registered():
     assert filters.FilterModule().filters()["vllm_fleet_rollout_report"] is filters.rollout_report
+
+
+def test_switch_steps_take_replicas_one_at_a_time_and_other_engines_together():
+    replicas = [{"name": f"r{i}", "replica": i} for i in range(3)]
+    assert filters.switch_steps(replicas) == [[replicas[0]], [replicas[1]], [replicas[2]]]
+    pd = [{"name": "prefill0"}, {"name": "decode0"}]   # co-located P/D: one step, as before
+    assert filters.switch_steps(pd) == [pd]
+    assert filters.switch_steps([]) == [[]]

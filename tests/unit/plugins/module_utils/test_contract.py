@@ -76,6 +76,9 @@ def test_a_valid_host_passes_with_values_normalised():
     assert found == []
     assert values["vllm_fleet_port"] == 8001 and values["vllm_fleet_force"] is True
     assert values["vllm_fleet_role"] == ["prefill"]
+    for given, value in (("auto", "auto"), ("AUTO", "auto"), ("4", 4), (8, 8)):
+        values, found = contract.check("h1", {"vllm_fleet_replicas_per_host": given})
+        assert found == [] and values["vllm_fleet_replicas_per_host"] == value
 
 
 @pytest.mark.parametrize("variables, where, words", [
@@ -89,6 +92,8 @@ def test_a_valid_host_passes_with_values_normalised():
     ({"env": {"LD_PRELOAD": "/x.so"}}, "vllm_fleet_env.LD_PRELOAD", "refused"),
     ({"extra_args": ["--api-key", "x"]}, "vllm_fleet_extra_args[0]", "set vllm_fleet_api_key"),
     ({"deployment": "a/b"}, "vllm_fleet_deployment", "is not"),
+    ({"replicas_per_host": "all"}, "vllm_fleet_replicas_per_host", "must be a whole number or auto, got"),
+    ({"replicas_per_host": 0}, "vllm_fleet_replicas_per_host", "out of range"),
     ({"deployment": "a..b"}, "vllm_fleet_deployment", "'..'"),
     ({"runtime": "uv", "recipe": "a/b"}, "vllm_fleet_vllm_version", "required with vllm_fleet_runtime uv"),
     ({"runtime": "uv", "recipe": "a/b", "vllm_version": "0.32"}, "vllm_fleet_vllm_version", "exact version"),

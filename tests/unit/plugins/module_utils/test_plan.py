@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from vllm_fleet import loader
-from vllm_fleet.plan import HostInput, PlanError, plan, plan_fleet, rollout, substitute
+from vllm_fleet.plan import HostInput, PlanError, flag_values_list, plan, plan_fleet, rollout, substitute
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -546,3 +546,82 @@ def test_gpus_no_server_uses_are_named_per_machine(cat):
     assert "gpus_idle" not in plans["a"]
     unread = HostInput(name="u", settings={"recipe": SEED, "hardware": "h200"}, address="10.0.0.1", iface="eth0", gpu={})
     assert "gpus_idle" not in plan_fleet(cat, [unread])[0]["u"]
+
+
+def _replicas(host_plan):
+    return [(p["name"], p.get("gpus"), p["port"], p["argv"]) for p in host_plan["processes"]]
+
+
+def test_auto_replicas_put_one_seed_server_on_every_gpu_of_an_h200_host(cat):
+    seed = plan(cat, [host("x")])["x"]["processes"][0]["argv"]
+    for hw in ("h200", "mi300x"):
+        plans, problems = plan_fleet(cat, [on("m1", "a", "ernie", 8000, hw=hw, replicas_per_host="auto")])
+        assert problems == [] and "gpus_idle" not in plans["a"]
+        got = _replicas(plans["a"])
+        assert [g[0] for g in got] == [f"vllm-fleet-ernie-r{i}" for i in range(8)]
+        assert [g[1] for g in got] == [[i] for i in range(8)]          # disjoint, in order
+        assert [g[2] for g in got] == list(range(8000, 8008))
+        assert [g[3] for g in got] == [seed + ["--port", str(8000 + i)] for i in range(8)]
+        envs = [p["env"] for p in plans["a"]["processes"]]
+        if hw == "mi300x":   # ROCm containers see their GPU through the variable
+            assert [e["HIP_VISIBLE_DEVICES"] for e in envs] == [str(i) for i in range(8)]
+        else:                # NVIDIA containers get device_ids (numbered from 0 inside)
+            assert not any("CUDA_VISIBLE_DEVICES" in e for e in envs)
+    # every replica is one health-gated, drained, recorded process of the host's plan
+    assert plans["a"]["health"]["port"] == 8000 and len({p["hash"] for p in plans["a"]["processes"]}) == 8
+
+
+def test_replicas_split_a_gpu_set_by_the_command_and_a_router_lists_every_one(cat):
+    tp2 = on("m1", "a", "ernie", 8000, [2, 3, 4, 5, 6, 7], replicas_per_host="auto",
+             extra_args=["--tensor-parallel-size", "2"])
+    router = HostInput(name="r", settings={"recipe": SEED, "hardware": "h200", "deployment": "ernie", "port": 8000,
+                                           "extra_args": ["--tensor-parallel-size", "2"],
+                                           "replicas_per_host": "auto", "gpus": [2, 3, 4, 5, 6, 7]},
+                       address="10.0.0.9", iface="eth0", machine="m9", roles=["router"])
+    plans, problems = plan_fleet(cat, [tp2, router])
+    assert problems == [], problems
+    assert [(g[1], g[2]) for g in _replicas(plans["a"])] == [([2, 3], 8000), ([4, 5], 8001), ([6, 7], 8002)]
+    argv = plans["r"]["processes"][0]["argv"]
+    assert flag_values_list(argv, "--worker-urls") == [f"http://10.0.0.1:{p}" for p in (8000, 8001, 8002)]
+    assert all(p["drain"]["router_host"] == "r" for p in plans["a"]["processes"])
+    # an explicit number: that many, from vllm_fleet_port up; one replica = the plan as before
+    plans, _ = plan_fleet(cat, [on("m1", "a", "ernie", 9000, replicas_per_host=3)])
+    assert [(g[0], g[1], g[2]) for g in _replicas(plans["a"])] == [
+        ("vllm-fleet-ernie-r0", [0], 9000), ("vllm-fleet-ernie-r1", [1], 9001), ("vllm-fleet-ernie-r2", [2], 9002)]
+    assert plans["a"]["gpus_idle"] == [3, 4, 5, 6, 7]
+    single = plan_fleet(cat, [on("m1", "a", "ernie", 8000, replicas_per_host=1)])[0]["a"]
+    assert single == plan_fleet(cat, [on("m1", "a", "ernie", 8000)])[0]["a"]
+    tp8 = plan_fleet(cat, [on("m1", "a", "ernie", 8000, replicas_per_host="auto",
+                              extra_args=["--tensor-parallel-size", "8"])])[0]["a"]
+    assert [p["name"] for p in tp8["processes"]] == ["vllm-fleet-ernie"] and "gpus" not in tp8["processes"][0]
+
+
+def test_replicas_that_do_not_fit_or_do_not_apply_are_refused_naming_host_and_variable(cat):
+    cases = [
+        (on("m1", "a", "ernie", 8000, replicas_per_host=9),
+         "a: vllm_fleet_replicas_per_host: 9 replicas x 1 GPU(s) each (tensor x pipeline x data parallel of the "
+         "command) need 9 GPUs, but the host has 8; lower it or use auto"),
+        (on("m1", "a", "ernie", 8000, [0, 1], replicas_per_host=2, extra_args=["--tensor-parallel-size", "2"]),
+         "a: vllm_fleet_replicas_per_host: 2 replicas x 2 GPU(s) each (tensor x pipeline x data parallel of the "
+         "command) need 4 GPUs, but vllm_fleet_gpus gives 2 (0-1); lower it or use auto"),
+        (on("m1", "a", "ernie", 65535, replicas_per_host=2),
+         "a: vllm_fleet_replicas_per_host: 2 replicas from port 65535 run past 65535; lower vllm_fleet_port"),
+    ]
+    for h, message in cases:
+        with pytest.raises(PlanError) as exc:
+            plan(cat, [h])
+        assert exc.value.problems == [message]
+    cpu = HostInput(name="c", settings={"recipe": SEED, "hardware": "h200", "replicas_per_host": 2},
+                    address=None, iface="eth0", gpu={"vendor": "cpu"})
+    with pytest.raises(PlanError, match=r"c: vllm_fleet_replicas_per_host: 2 replicas need GPUs to split, but the "
+                                        r"host reports none \(cpu\)"):
+        plan(cat, [cpu])
+    hosts = pd_hosts()
+    hosts[2].settings["replicas_per_host"] = 2
+    with pytest.raises(PlanError, match=r"d1: vllm_fleet_replicas_per_host: 2 replicas do not apply to P/D"):
+        plan(cat, hosts)
+    # a second deployment on the machine: the replicas' GPUs and ports count against it
+    _, problems = plan_fleet(cat, [on("m1", "a", "ernie", 8000, [0, 1, 2, 3], replicas_per_host="auto"),
+                                   on("m1", "b", "other", 8003, [3, 4])])
+    assert any("GPU 3 of machine m1 would serve two deployments: 'ernie' (host a, GPUs 0-3)" in p for p in problems)
+    assert any("port 8003 on machine m1 is used twice: vllm-fleet-ernie-r3" in p for p in problems), problems
