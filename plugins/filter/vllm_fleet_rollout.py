@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 import statistics
 import sys
+from collections.abc import Mapping
 
 # The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
 # (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
 # not controller-side plugins.
 try:
     from vllm_fleet.plan import rollout as _rollout
+    from vllm_fleet.plan import rollout_batches
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -233,13 +235,25 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
     return out
 
 
-def switch_steps(engines) -> list:
-    """The steps an instance's engines switch in on this host: each replica on its own (the
-    host's other replicas serve meanwhile), else every engine at once (one step)."""
+def switch_steps(engines, previous=None, stale=(), batch=None) -> list:
+    """The steps an instance's engines switch in on this host. Replicas
+    (vllm_fleet_replicas_per_host) that run as planned already (same name and hash in the
+    previous revision ``previous``, not ``stale`` by the state read) are left alone; the others
+    go in batches as vllm_fleet_rollout_batch cuts instances (``batch``; default a canary of one,
+    then 25 %), so the host's other replicas serve meanwhile. A first deploy (no previous
+    revision) and hosts without replicas: every engine at once, one step. Always at least one
+    step (it also stops the engines the new plan no longer has)."""
     engines = list(engines or [])
-    if any(p.get("replica") is not None for p in engines):
-        return [[p] for p in engines]
-    return [engines]
+    if not isinstance(previous, Mapping) or not any(p.get("replica") is not None for p in engines):
+        return [engines]
+    ran = {p.get("name"): p.get("hash") for p in previous.get("processes") or []}
+    changed = [p for p in engines if ran.get(p["name"]) != p.get("hash") or p["name"] in set(stale or [])]
+    steps: list = []
+    for proc, number in zip(changed, rollout_batches(len(changed), batch)):
+        if number == len(steps):
+            steps.append([])
+        steps[number].append(proc)
+    return steps or [[]]
 
 
 class FilterModule:

@@ -61,6 +61,12 @@ reasons:
   returned: always
   type: list
   elements: str
+stale:
+  description: The planned processes that do not run as planned (not running, another plan
+    hash, endpoint not healthy); the rollout switches replicas that are stale or changed.
+  returned: always
+  type: list
+  elements: str
 """
 
 import os
@@ -92,6 +98,7 @@ def main():
     )
     p = module.params
     reasons = []
+    stale = []
     try:
         with open(p["marker"], encoding="utf-8") as fh:
             deployed = fh.read().strip()
@@ -104,9 +111,11 @@ def main():
         seen = process_state(module.run_command, runtime, name)
         if not seen["running"]:
             reasons.append(f"{name}: {seen['state']}")
+            stale.append(name)
             continue
         if runtime == "docker" and seen["plan_hash"] != proc.get("hash"):
             reasons.append(f"{name}: runs plan {seen['plan_hash']}, planned {proc.get('hash')}")
+            stale.append(name)
             continue
         health = proc.get("health") or {}
         port = health.get("port") or (proc.get("port") if proc.get("serves_http") else None)
@@ -115,7 +124,8 @@ def main():
             url = f"http://{proc.get('probe_host') or p['host']}:{port}/health"
             if not healthy(url, p["timeout"]):
                 reasons.append(f"{name}: {url} does not answer 200")
-    module.exit_json(changed=False, current=not reasons, reasons=reasons,
+                stale.append(name)
+    module.exit_json(changed=False, current=not reasons, reasons=reasons, stale=stale,
                      marker_exists=os.path.exists(p["marker"]))
 
 

@@ -137,9 +137,21 @@ def test_rollout_report_is_registered():
     assert filters.FilterModule().filters()["vllm_fleet_rollout_report"] is filters.rollout_report
 
 
-def test_switch_steps_take_replicas_one_at_a_time_and_other_engines_together():
-    replicas = [{"name": f"r{i}", "replica": i} for i in range(3)]
-    assert filters.switch_steps(replicas) == [[replicas[0]], [replicas[1]], [replicas[2]]]
-    pd = [{"name": "prefill0"}, {"name": "decode0"}]   # co-located P/D: one step, as before
-    assert filters.switch_steps(pd) == [pd]
-    assert filters.switch_steps([]) == [[]]
+def test_switch_steps_batch_the_changed_replicas_and_take_other_engines_together():
+    new = [{"name": f"r{i}", "replica": i, "hash": "new"} for i in range(8)]
+    old = {"processes": [{"name": f"r{i}", "hash": "old"} for i in range(8)]}
+    # every replica changed: a canary of one, then 25 % (2) at a time, in order
+    steps = filters.switch_steps(new, old)
+    assert [[p["name"] for p in step] for step in steps] == [["r0"], ["r1", "r2"], ["r3", "r4"], ["r5", "r6"], ["r7"]]
+    assert [len(s) for s in filters.switch_steps(new, old, batch=1)] == [1] * 8
+    assert [len(s) for s in filters.switch_steps(new, old, batch=[1, "50%"])] == [1, 4, 3]
+    # replicas that run as planned are left alone, unless the state read found them stale
+    same = {"processes": [dict(p) for p in new[:6]] + old["processes"][6:]}
+    assert [[p["name"] for p in s] for s in filters.switch_steps(new, same)] == [["r6"], ["r7"]]
+    assert [[p["name"] for p in s] for s in filters.switch_steps(new, same, stale=["r2"])] == [["r2"], ["r6"], ["r7"]]
+    # nothing changed (fewer replicas: only the dropped ones stop): one empty step
+    assert filters.switch_steps(new[:2], {"processes": new}) == [[]]
+    # a first deploy, and hosts without replicas (co-located P/D): every engine at once
+    assert filters.switch_steps(new, None) == [new]
+    pd = [{"name": "prefill0", "hash": "a"}, {"name": "decode0", "hash": "b"}]
+    assert filters.switch_steps(pd, {"processes": []}) == [pd]
