@@ -227,19 +227,19 @@ def _router_urls(fleet):
     return sorted(json.loads(out.stdout)["urls"])
 
 
-def test_replicas_fill_the_host_and_roll_one_at_a_time_under_load(roll, capsys):
+def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, capsys):
     """The seed alone on a FAKE 8 x H200 host with vllm_fleet_replicas_per_host auto: 8 replicas,
-    one GPU and one port each, all behind the router; an update switches them in batches (a
-    canary of one, then 2 at a time: 6 of 8 serve throughout, 0 failed requests); scaled down to
-    2, the other 6 go and r0, r1 run on untouched."""
+    one GPU and one port each, all behind the router (a first deploy starts them at once). Down
+    to 2: the 6 dropped ones leave the router and go, r0 and r1 run on untouched. Then a changed
+    flag under load: r0 (the canary) and r1 switch one after the other, 0 failed requests.
+    (VLLM_STANDIN_CHECK=0: the argv is compared here, not parsed by the real vLLM.)"""
     limit = ["-l", "roll-a,roll-r"]
-    auto = json.dumps({"vllm_fleet_replicas_per_host": "auto"})
-    check = playbook("deploy.yml", roll.inventory, *limit, "-e", auto, "--check", "--diff")
-    assert check.rc == 0 and _replicas() == {}, check
-    for i in range(8):   # the plan shows every replica's GPU set and port
-        assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in check.out, check.out[-3000:]
-    run = playbook("deploy.yml", roll.inventory, *limit, "-e", auto)
+    env = {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_LATENCY": "0.2", "VLLM_STANDIN_CHECK": "0"}
+    auto = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_env": env}
+    run = playbook("deploy.yml", roll.inventory, *limit, "--diff", "-e", json.dumps(auto))
     assert run.rc == 0, run
+    for i in range(8):   # the plan shows every replica's GPU set and port
+        assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in run.out, run.out[-3000:]
     got = _replicas()
     assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
     seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
@@ -253,27 +253,28 @@ def test_replicas_fill_the_host_and_roll_one_at_a_time_under_load(roll, capsys):
     address = roll.hosts["roll-a"]["ip"]
     assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(8))
     assert "idle GPUs" not in run.out   # 8 replicas x TP 1 cover the 8 GPUs
-    # an update under load: a canary replica, then 2 at a time out of the router
-    before = {k: c["Id"] for k, c in got.items()}
-    load = Load(roll, "replicas")
-    update = playbook("deploy.yml", roll.inventory, *limit, "-e",
-                      json.dumps({"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_extra_args": GOOD}))
-    stats = load.stop(capsys)
-    assert update.rc == 0, update
-    assert stats["failed"] == 0 and stats["requests"] >= 50, stats
-    assert stats["min_workers"] == 6 and stats["max_workers"] == 8, stats
-    got = _replicas()
-    assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)   # no -prev left
-    for key, c in got.items():
-        assert c["Id"] != before[key] and c["Config"]["Cmd"][-4:] == GOOD + ["--port", str(8000 + int(key[1:]))]
-    # two replicas: r2-r7 stop with the switch and go with the commit; r0, r1 run as they were
+    # two replicas: r2-r7 leave the router and go; r0, r1 run as they were (same containers)
+    two = {**auto, "vllm_fleet_replicas_per_host": 2}
     kept = {k: got[k]["Id"] for k in ("r0", "r1")}
-    fewer = playbook("deploy.yml", roll.inventory, *limit, "-e",
-                     json.dumps({"vllm_fleet_replicas_per_host": 2, "vllm_fleet_extra_args": GOOD}))
+    fewer = playbook("deploy.yml", roll.inventory, *limit, "-e", json.dumps(two))
     assert fewer.rc == 0, fewer
     got = _replicas()
     assert sorted(got) == ["r0", "r1"] and {k: c["Id"] for k, c in got.items()} == kept, sorted(got)
     assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001))
     assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
+    # a changed flag under load: the canary r0, then r1, each out of the router while it switches
+    load = Load(roll, "replicas")
+    update = playbook("deploy.yml", roll.inventory, *limit, "-e", json.dumps({**two, "vllm_fleet_extra_args": GOOD}))
+    stats = load.stop(capsys)
+    assert update.rc == 0, update
+    assert stats["failed"] == 0 and stats["requests"] >= 30, stats
+    assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
+    got = _replicas()
+    assert sorted(got) == ["r0", "r1"], sorted(got)   # no -prev left
+    for key, c in got.items():
+        assert c["Id"] != kept[key] and c["Config"]["Cmd"][-4:] == GOOD + ["--port", str(8000 + int(key[1:]))]
     down = playbook("teardown.yml", roll.inventory, *limit)
     assert down.rc == 0 and _replicas() == {}, down
+    with capsys.disabled():
+        print(f"\nreplicas: deploy 8 in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, "
+              f"an update of 2 under load in {update.seconds:.0f} s, teardown in {down.seconds:.0f} s")
