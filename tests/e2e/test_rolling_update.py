@@ -239,7 +239,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     run = playbook("deploy.yml", roll.inventory, *limit, "--diff", "-e", json.dumps(auto))
     assert run.rc == 0, run
     for i in range(8):   # the plan shows every replica's GPU set and port
-        assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in run.out, run.out[-3000:]
+        assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in " ".join(run.out.split()), i
     got = _replicas()
     assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
     seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
