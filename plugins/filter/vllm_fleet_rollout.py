@@ -88,8 +88,7 @@ def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollbac
     wanted = str(wanted).strip()
     if wanted == "previous":
         if len(known) < 2:
-            return {
-            "vllm_fleet_switch_steps": switch_steps,"number": None, "error": f"deployment {deployment} has no previous revision "
+            return {"number": None, "error": f"deployment {deployment} has no previous revision "
                                              f"(recorded revisions: {listed})"}
         return {"number": known[-2], "error": ""}
     if not re.match(r"^[0-9]{1,9}$", wanted) or int(wanted) not in known:

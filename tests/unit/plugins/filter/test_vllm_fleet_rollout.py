@@ -68,7 +68,7 @@ def test_rollback_target_previous_named_and_missing():
     missing = filters.rollback_target(REVISION_HOSTVARS, hosts, "roll", "9", "have")
     assert missing["number"] is None and missing["error"] == "deployment roll has no revision 9 (recorded revisions: 1, 2, 3)"
     first = filters.rollback_target(REVISION_HOSTVARS, ["r"], "roll", "previous", "have")
-    assert first["error"] == "deployment roll has no previous revision (recorded revisions: 1)"
+    assert first == {"number": None, "error": "deployment roll has no previous revision (recorded revisions: 1)"}
 
 
 def test_status_processes_come_from_the_records_and_name_drift_and_orphans():
