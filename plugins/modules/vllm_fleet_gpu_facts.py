@@ -28,6 +28,14 @@ description:
     O(require_gpu) is set); its hardware is then null.
   - Google TPUs, Intel Arc Pro XPUs and Huawei Ascend NPUs are not detected; set O(hardware)
     explicitly for them.
+  - Where the GPUs run replicas, it also reads how they are connected (C(nvidia-smi topo -m),
+    C(amd-smi topology --json) with C(amd-smi static --numa --json)) and, on AMD, the render node
+    of every GPU (C(amd-smi list -e --json), ROCm 6.4 and later; else the C(drm_render_minor) of
+    the GPU's KFD node under C(/sys/class/kfd/kfd/topology/nodes)). A tool that fails or prints
+    something it cannot read only leaves RV(ansible_facts.vllm_fleet_gpu.topology) or
+    RV(ansible_facts.vllm_fleet_gpu.render_nodes) out; it is never an error.
+  - On every host it reports the CPUs the module may run on and their NUMA nodes
+    (C(/sys/devices/system/node)), what CPU replicas are split along.
   - Never changes anything on the host.
 version_added: "0.1.0"
 author:
@@ -181,6 +189,35 @@ ansible_facts:
           type: list
           elements: str
           sample: ["nvidia-smi: not found"]
+        topology:
+          description:
+            - How the GPUs are connected, indexed by GPU index as the tool numbers them.
+            - C(links) is an n x n matrix of link words, C(X) on the diagonal. NVIDIA (C(nvidia-smi
+              topo -m)) C(NV4), C(NV18), ... (a bonded set of that many NVLinks), C(PIX), C(PXB),
+              C(PHB), C(NODE), C(SYS); AMD (C(amd-smi topology)) C(XGMI), C(PCIE), C(UNKNOWN).
+              NIC rows and columns are left out.
+            - C(numa) is the NUMA node of every GPU (null where the tool does not say).
+          returned: when the GPU tool printed a complete matrix of all RV(ansible_facts.vllm_fleet_gpu.count) GPUs
+          type: dict
+          sample: {"links": [["X", "NV4"], ["NV4", "X"]], "numa": [0, 1]}
+        render_nodes:
+          description: The DRM render node of every AMD GPU, indexed by GPU index.
+          returned: AMD GPUs, when every GPU maps to its own render node
+          type: list
+          elements: str
+          sample: ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+        cpus:
+          description: The CPU ids the module may run on (its scheduler affinity), sorted.
+          returned: always
+          type: list
+          elements: int
+          sample: [0, 1, 2, 3, 4, 5, 6, 7]
+        numa_nodes:
+          description: NUMA node (as a string) -> its usable CPU ids (nodes without one left out);
+            one node C("0") with every usable CPU where the kernel shows no NUMA nodes.
+          returned: always
+          type: dict
+          sample: {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
 """
 
 import csv
@@ -217,6 +254,19 @@ NO_AMD_GPU = re.compile(r"unable to detect any gpu|no amd gpus?\b|amdgpu .*not (
 ROCM_OPT_DIRS = ["/opt/rocm/bin"]
 ROCM_VERSION_FILE = "/opt/rocm/.info/version"
 CPUINFO = "/proc/cpuinfo"
+# GPU topology and device nodes (read only after the GPUs were found; a failure there only
+# leaves the key out)
+NVIDIA_TOPO = ["topo", "-m"]
+AMD_SMI_TOPOLOGY = ["topology", "--json"]
+AMD_SMI_NUMA = ["static", "--numa", "--json"]
+# `list -e` (ROCm >= 6.4, amd-smi 25.3) adds RENDER/CARD/HSA_ID/HIP_ID per GPU; older releases
+# refuse -e, then the KFD topology in sysfs maps node_id -> drm_render_minor.
+AMD_SMI_LIST_ENUM = ["list", "-e", "--json"]
+AMD_SMI_LIST = ["list", "--json"]
+KFD_NODE_PROPERTIES = "/sys/class/kfd/kfd/topology/nodes/%s/properties"
+RENDER_NODE = "/dev/dri/renderD%d"
+# CPU cores and NUMA nodes (every host)
+NUMA_NODE_DIR = "/sys/devices/system/node"
 
 # NVIDIA: (pattern on the marketing name, rule). Order matters for readability only (word
 # boundaries already keep GB200 from matching B200 and GH200 from matching H200), but the
@@ -509,6 +559,220 @@ def parse_cpu_model(text):
     return None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_NV_WORD = re.compile(r"^(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$", re.I)
+_DEVICE_LABEL = re.compile(r"^(?:GPU|NIC)\d+$")
+_GPU_LABEL = re.compile(r"^GPU(\d+)$")
+_TOPO_EXTRAS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def _topo_cells(line):
+    """The cells of a `nvidia-smi topo -m` line: tab-separated as the tool prints it (empty
+    cells kept), or whitespace-separated for a copy without tabs."""
+    if "\t" in line:
+        return [c.strip() for c in line.split("\t")]
+    return line.split()
+
+
+def _int_or_none(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    text = _clean(value)
+    return int(text) if text is not None and re.match(r"^\d+$", text) else None
+
+
+def parse_nvidia_topo(text):
+    """{"links": n x n link words, "numa": NUMA node per GPU or None} from `nvidia-smi topo -m`,
+    or None when the output is not a complete GPU matrix.
+
+    The header (``\tGPU0\tGPU1\t...\tNIC0\t...\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID``, with
+    ANSI underline escapes on current drivers) names the columns; each ``GPUi`` row has a link
+    word per column (``X``, ``NV#``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``; ``SOC`` of
+    old drivers is read as ``SYS``), then the CPU and NUMA affinity. NIC rows and columns and
+    the legend are ignored."""
+    lines = _ANSI.sub("", text or "").splitlines()
+    header_at, columns, extras = None, [], []
+    for i, line in enumerate(lines):
+        tokens = line.split()
+        if len(tokens) >= 2 and tokens[0] == "GPU0" and tokens[1].upper() != "X":
+            header_at = i
+            for token in tokens:
+                if not _DEVICE_LABEL.match(token):
+                    break
+                columns.append(token)
+            extras = sorted((name for name in _TOPO_EXTRAS if name in line), key=line.index)
+            break
+    if header_at is None:
+        return None
+    gpu_columns = [c for c in columns if c.startswith("GPU")]
+    n = len(gpu_columns)
+    if gpu_columns != ["GPU%d" % i for i in range(n)]:
+        return None
+    rows = {}
+    for line in lines[header_at + 1:]:
+        cells = _topo_cells(line)
+        if not cells or not cells[0]:
+            if rows:
+                break
+            continue
+        match = _GPU_LABEL.match(cells[0])
+        if not match:
+            if rows and not _DEVICE_LABEL.match(cells[0]):
+                break  # the legend
+            continue
+        index = int(match.group(1))
+        if index in rows or len(cells) < 1 + len(columns):
+            return None
+        rows[index] = cells[1:]
+    if sorted(rows) != list(range(n)):
+        return None
+    links, numa = [], []
+    numa_at = len(columns) + extras.index("NUMA Affinity") if "NUMA Affinity" in extras else None
+    for i in range(n):
+        row = []
+        for column, word in zip(columns, rows[i]):
+            if not column.startswith("GPU"):
+                continue
+            word = word.upper()
+            if not _NV_WORD.match(word):
+                return None
+            row.append("SYS" if word == "SOC" else word)
+        links.append(row)
+        cells = rows[i]
+        numa.append(_int_or_none(cells[numa_at]) if numa_at is not None and numa_at < len(cells) else None)
+    for i in range(n):
+        for j in range(n):
+            if (links[i][j] == "X") != (i == j) or links[i][j] != links[j][i]:
+                return None
+    return {"links": links, "numa": numa}
+
+
+_AMD_LINK_WORDS = {"SELF": "X", "X": "X", "XGMI": "XGMI", "PCIE": "PCIE"}
+
+
+def _gpu_key_index(key):
+    match = re.match(r"^gpu_?(\d+)$", str(key).strip(), re.I)
+    return int(match.group(1)) if match else None
+
+
+def parse_amd_smi_topology(text):
+    """{"links": n x n link words, "numa": [None] * n} from `amd-smi topology --json`, or None.
+
+    ROCm >= 6.2 prints per GPU ``{"gpu": i, "bdf": ..., "links": [{"gpu": j, "bdf": ...,
+    "weight": w, "link_status": ..., "link_type": "SELF" | "XGMI" | "PCIE" | "N/A" | "UNKNOWN",
+    "num_hops": h, ...}]}``; ROCm 6.0/6.1 per GPU ``{"gpu": i, "link_type": {"gpu_0": "SELF",
+    "gpu_1": "XGMI", ...}, ...}``. Either as a top-level list or under ``gpu_data``. Link words:
+    ``X`` (self), ``XGMI``, ``PCIE``, ``UNKNOWN`` (N/A, unidentified). The NUMA nodes come from
+    :func:`parse_amd_smi_numa`."""
+    items = _amd_items(load_json(text))
+    table = {}
+    for item in items:
+        index = _int_or_none(item.get("gpu"))
+        if index is None or index in table:
+            return None
+        row = {}
+        if isinstance(item.get("links"), list):
+            for link in item["links"]:
+                if not isinstance(link, dict):
+                    return None
+                peer, word = _int_or_none(link.get("gpu")), link.get("link_type")
+                if peer is None or not isinstance(word, str):
+                    return None
+                row[peer] = word
+        elif isinstance(item.get("link_type"), dict):
+            for key, word in item["link_type"].items():
+                peer = _gpu_key_index(key)
+                if peer is None or not isinstance(word, str):
+                    return None
+                row[peer] = word
+        else:
+            return None
+        table[index] = row
+    n = len(table)
+    if n == 0 or sorted(table) != list(range(n)):
+        return None
+    links = []
+    for i in range(n):
+        if sorted(table[i]) != list(range(n)):
+            return None
+        row = [_AMD_LINK_WORDS.get(table[i][j].strip().upper(), "UNKNOWN") for j in range(n)]
+        if any((row[j] == "X") != (i == j) for j in range(n)):
+            return None
+        links.append(row)
+    return {"links": links, "numa": [None] * n}
+
+
+def parse_amd_smi_numa(text):
+    """{gpu index: NUMA node} from `amd-smi static --numa --json` (``"numa": {"node": n,
+    "affinity": a}``; the affinity, the NUMA node of the GPU's PCI device, wins; -1 or N/A: none)."""
+    out = {}
+    for item in _amd_items(load_json(text)):
+        index = _int_or_none(item.get("gpu"))
+        numa = item.get("numa") if isinstance(item.get("numa"), dict) else {}
+        node = _int_or_none(numa.get("affinity"))
+        if node is None:
+            node = _int_or_none(numa.get("node"))
+        if index is not None:
+            out[index] = node
+    return out
+
+
+def _render_path(value):
+    """'/dev/dri/renderD128' from 'renderD128', 128 or '/dev/dri/renderD128'; None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return RENDER_NODE % value if value >= 128 else None
+    text = _clean(value)
+    match = re.match(r"^(?:/dev/dri/)?renderD(\d+)$", text or "")
+    return RENDER_NODE % int(match.group(1)) if match else None
+
+
+def parse_amd_smi_list(text):
+    """{gpu index: {"render": path or None, "node_id": KFD node or None}} from `amd-smi list
+    [-e] --json` (``{"gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id"}`` per GPU; with
+    ``-e`` also ``"render": "renderD128"``, ``"card"``, ``"hsa_id"``, ``"hip_id"``, ...)."""
+    out = {}
+    for item in _amd_items(load_json(text)):
+        index = _int_or_none(item.get("gpu"))
+        if index is None:
+            continue
+        render = None
+        for key in ("render", "drm_render", "render_node"):
+            render = render or _render_path(item.get(key))
+        out[index] = {"render": render, "node_id": _int_or_none(item.get("node_id"))}
+    return out
+
+
+def parse_kfd_render_minor(text):
+    """The ``drm_render_minor`` of a KFD topology node's properties file (None for CPU nodes)."""
+    match = re.search(r"^\s*drm_render_minor\s+(\d+)\s*$", text or "", re.M)
+    minor = int(match.group(1)) if match else 0
+    return minor if minor >= 128 else None
+
+
+def parse_cpulist(text):
+    """CPU ids from a sysfs cpulist ('0-47,96-143'); None when unreadable or malformed."""
+    if text is None:
+        return None
+    text = text.strip()
+    if not text:
+        return []
+    out = set()
+    for part in text.split(","):
+        match = re.match(r"^\s*(\d+)(?:-(\d+))?\s*$", part)
+        if not match:
+            return None
+        low = int(match.group(1))
+        high = int(match.group(2)) if match.group(2) else low
+        if high < low:
+            return None
+        out.update(range(low, high + 1))
+    return sorted(out)
+
+
 # ----------------------------------------------------------------------------------------------
 # mapping (pure)
 # ----------------------------------------------------------------------------------------------
@@ -615,7 +879,7 @@ def empty_facts():
         "count": 0, "names": [], "memory_mib": [], "total_memory_gib": None,
         "driver_version": None, "cuda_version": None, "rocm_version": None,
         "gfx_target": None, "device_id": None, "bus_ids": [], "cpu_model": None,
-        "source": None, "probe_notes": [],
+        "source": None, "probe_notes": [], "cpus": [], "numa_nodes": {},
     }
 
 
@@ -648,6 +912,10 @@ def _probe_nvidia(facts, run, path):
         if facts["driver_version"] is None and rc == 0:
             facts["driver_version"] = parse_nvidia_driver_version(out)
     facts["cuda_version"] = cuda
+    rc, out, err = run([path] + NVIDIA_TOPO)
+    topology = parse_nvidia_topo(out) if rc == 0 else None
+    if topology and len(topology["links"]) == facts["count"]:
+        facts["topology"] = topology
     return True
 
 
@@ -674,7 +942,46 @@ def _probe_amd_smi(facts, run, path, read_text):
     versions = parse_amd_smi_version(out) if rc == 0 else {}
     facts["rocm_version"] = versions.get("rocm_version") or read_rocm_version(read_text)
     facts["driver_version"] = facts["driver_version"] or versions.get("driver_version")
+    topology = _amd_topology(run, path, facts["count"])
+    if topology:
+        facts["topology"] = topology
+    render_nodes = _amd_render_nodes(run, path, read_text, facts["count"])
+    if render_nodes:
+        facts["render_nodes"] = render_nodes
     return True
+
+
+def _amd_topology(run, path, count):
+    """The links of `amd-smi topology --json` and the NUMA node of each GPU (`amd-smi static
+    --numa --json`, None where it does not say); None unless the matrix covers `count` GPUs."""
+    rc, out, err = run([path] + AMD_SMI_TOPOLOGY)
+    topology = parse_amd_smi_topology(out) if rc == 0 else None
+    if not topology or len(topology["links"]) != count:
+        return None
+    rc, out, err = run([path] + AMD_SMI_NUMA)
+    numa = parse_amd_smi_numa(out) if rc == 0 else {}
+    topology["numa"] = [numa.get(i) for i in range(count)]
+    return topology
+
+
+def _amd_render_nodes(run, path, read_text, count):
+    """The render node of every GPU, by GPU index: `amd-smi list -e --json` (ROCm >= 6.4 names
+    it), else the `drm_render_minor` of the GPU's KFD topology node (node_id of `amd-smi list`).
+    None unless every GPU has its own."""
+    rc, out, err = run([path] + AMD_SMI_LIST_ENUM)
+    listed = parse_amd_smi_list(out) if rc == 0 else {}
+    if not listed or any(not g.get("render") for g in listed.values()):
+        if not listed:
+            rc, out, err = run([path] + AMD_SMI_LIST)
+            listed = parse_amd_smi_list(out) if rc == 0 else {}
+        for entry in listed.values():
+            if not entry["render"] and entry["node_id"] is not None:
+                minor = parse_kfd_render_minor(read_text(KFD_NODE_PROPERTIES % entry["node_id"]))
+                entry["render"] = RENDER_NODE % minor if minor else None
+    nodes = [(listed.get(i) or {}).get("render") for i in range(count)]
+    if count == 0 or not all(nodes) or len(set(nodes)) != count:
+        return None
+    return nodes
 
 
 def _probe_rocm_smi(facts, run, path, read_text):
@@ -695,11 +1002,32 @@ def read_rocm_version(read_text):
     return match.group(1) if match else None
 
 
-def probe(run, which, read_text):
+def probe_cpus(read_text, list_dir, affinity):
+    """(cpus, numa_nodes): the sorted CPU ids this process may run on, and NUMA node -> its
+    usable CPUs from /sys/devices/system/node/node*/cpulist (nodes without a usable CPU left
+    out); without that sysfs, one node "0" with every usable CPU."""
+    cpus = sorted(set(int(c) for c in affinity()))
+    usable = set(cpus)
+    found = []
+    for name in list_dir(NUMA_NODE_DIR) or []:
+        match = re.match(r"^node(\d+)$", str(name))
+        if not match:
+            continue
+        members = parse_cpulist(read_text("%s/%s/cpulist" % (NUMA_NODE_DIR, name)))
+        members = sorted(set(members or []) & usable)
+        if members:
+            found.append((int(match.group(1)), members))
+    numa_nodes = dict((str(node), members) for node, members in sorted(found))
+    return cpus, numa_nodes or ({"0": cpus} if cpus else {})
+
+
+def probe(run, which, read_text, list_dir=None, affinity=None):
     """Gather facts. run(argv) -> (rc, stdout, stderr); which(tool) -> path or None;
-    read_text(path) -> str or None."""
+    read_text(path) -> str or None; list_dir(path) -> names or None; affinity() -> CPU ids
+    (default: this machine's)."""
     facts = empty_facts()
     facts["cpu_model"] = parse_cpu_model(read_text(CPUINFO))
+    facts["cpus"], facts["numa_nodes"] = probe_cpus(read_text, list_dir or _list_dir, affinity or _affinity)
     probes = (
         ("nvidia-smi", lambda p: _probe_nvidia(facts, run, p)),
         ("amd-smi", lambda p: _probe_amd_smi(facts, run, p, read_text)),
@@ -766,6 +1094,20 @@ def _read_text(path):
             return handle.read()
     except (IOError, OSError, UnicodeDecodeError):
         return None
+
+
+def _list_dir(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return None
+
+
+def _affinity():
+    try:
+        return os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return range(os.cpu_count() or 1)
 
 
 def main():

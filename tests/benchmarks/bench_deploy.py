@@ -121,6 +121,8 @@ def write_groups(path: Path, size: int, extra_vars: dict) -> None:
                      "vllm_fleet_runtime": "docker",
                      "vllm_fleet_docker_pull": "never",
                      "vllm_fleet_health_request": "none",
+                     # one server per host: the figures are per host (auto would start 8)
+                     "vllm_fleet_replicas_per_host": 1,
                      "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_CHECK": "0"},
                      **extra_vars}}}}}
     path.write_text(json.dumps(doc, indent=2) + "\n")

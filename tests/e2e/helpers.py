@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,19 @@ from typing import Dict, List, Optional, Sequence
 ROOT = Path(__file__).resolve().parents[2]
 RECAP = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)\s+"
                    r"skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
+
+
+# The CPU recipe as the real-serving tests deploy it (the testbed's copy of all-MiniLM-L6-v2,
+# offline); tests add their runtime and timeouts
+MINILM_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
+MINILM = {
+    "vllm_fleet_recipe": "sentence-transformers/all-MiniLM-L6-v2",
+    "vllm_fleet_hardware": "xeon6",          # VMs hide the Xeon generation
+    "vllm_fleet_model_path": MINILM_DIR,
+    "vllm_fleet_served_model_name": "minilm",
+    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+}
 
 
 class PlaybookRun:
@@ -95,3 +109,32 @@ def host_http_ok(container: str, method: str, url: str, body: Optional[dict] = N
             print(host_exec(container, list(diagnose)).stdout[-3000:])
         time.sleep(pause)
     return status, answer
+
+
+class Load:
+    """The bounded client load, run on the router host against the router (127.0.0.1:8000);
+    tests/e2e/load_client.py must be at /opt/load there (the fixtures copy it)."""
+
+    def __init__(self, fleet, name, model, router="roll-r", kind="completion", rate=6):
+        self.host, self.name = fleet.container(router), name
+        host_exec(self.host, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.stop"])
+        subprocess.run(["docker", "exec", "-d", self.host, "python3", "/opt/load/load_client.py",
+                        "http://127.0.0.1:8000", model, f"/opt/load/{name}.json", "--rate", str(rate),
+                        "--kind", kind, "--max-seconds", "500", "--stop-file", f"/opt/load/{name}.stop",
+                        "--workers-url", "http://127.0.0.1:8000/list_workers"], check=True)
+        time.sleep(3)
+
+    def stop(self, capsys=None) -> dict:
+        host_exec(self.host, ["touch", f"/opt/load/{self.name}.stop"])
+        for _ in range(60):
+            out = host_exec(self.host, ["cat", f"/opt/load/{self.name}.json"])
+            if out.returncode == 0 and out.stdout.strip():
+                stats = json.loads(out.stdout)
+                shown = capsys.disabled() if capsys is not None else contextlib.nullcontext()
+                with shown:
+                    print(f"\nload {self.name}: {stats['requests']} requests in {stats['seconds']} s, "
+                          f"{stats['failed']} failed, capacity floor {stats['min_workers']} of {stats['max_workers']} "
+                          f"instances, p50 {stats['p50']} s, p99 {stats['p99']} s; failures: {stats['failures']}")
+                return stats
+            time.sleep(1)
+        raise AssertionError("the load client wrote no summary")

@@ -12,19 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import docker_inspect, host_exec, playbook
+from helpers import MINILM, MINILM_DIR, docker_inspect, host_exec, playbook
 
 pytestmark = pytest.mark.e2e
 
-MODEL_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
-COMMON = {
-    "vllm_fleet_recipe": "sentence-transformers/all-MiniLM-L6-v2",
-    "vllm_fleet_hardware": "xeon6",
-    "vllm_fleet_model_path": MODEL_DIR,
-    "vllm_fleet_served_model_name": "minilm",
-    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-}
+MODEL_DIR = MINILM_DIR
+COMMON = MINILM
 GROUPS = {
     "check_docker": {"hosts": {"chk-a": "none"},
                      "vars": {"vllm_fleet_runtime": "docker", "vllm_fleet_deployment": "minilm-check-docker",

@@ -14,20 +14,12 @@ import time
 
 import pytest
 
-from helpers import host_exec, host_http, playbook
+from helpers import MINILM, MINILM_DIR, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
-MODEL_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
-COMMON = {
-    "vllm_fleet_recipe": "sentence-transformers/all-MiniLM-L6-v2",
-    "vllm_fleet_hardware": "xeon6",          # VMs hide the Xeon generation
-    "vllm_fleet_model_path": MODEL_DIR,
-    "vllm_fleet_served_model_name": "minilm",
-    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                       "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
-    "vllm_fleet_health_timeout": 400,
-}
+MODEL_DIR = MINILM_DIR
+COMMON = {**MINILM, "vllm_fleet_health_timeout": 400}
 GROUPS = {
     "cpu_uv": {"hosts": {"cpu-b": "none"},
                "vars": {"vllm_fleet_runtime": "uv", "vllm_fleet_deployment": "minilm-uv",

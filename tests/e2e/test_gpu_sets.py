@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import docker_inspect, host_http, playbook
+from helpers import docker_inspect, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
@@ -21,6 +21,8 @@ GROUPS = {"gpuset": {"hosts": {"gpu-m": "h200x8"}}}
 COMMON = {
     "vllm_fleet_recipe": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
     "vllm_fleet_runtime": "docker",
+    # one server per host (the default, auto, would start one per GPU: the replica tests set it)
+    "vllm_fleet_replicas_per_host": 1,
     "vllm_fleet_docker_pull": "never",
     "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"},
     "vllm_fleet_health_request": "none",
@@ -77,3 +79,34 @@ def test_a_third_deployment_on_a_taken_gpu_is_refused_before_any_change(machine)
     assert "Traceback" not in run.out
     assert docker_inspect("vllm-fleet-gpuset-3") is None
     assert {dep: docker_inspect(f"vllm-fleet-{dep}")["Id"] for dep, _, _ in SHARED.values()} == before
+
+
+def test_tp2_replicas_take_the_gpu_pairs_the_topology_prefers(machine):
+    """The machine's FAKE nvidia-smi reports a PCIe box whose GPUs are NVLink-bridged 0-4, 1-5,
+    2-6, 3-7 (`topology=pairs`): the seed at TP 2 with auto replicas is 4 servers, each on an
+    NVLink pair (not the consecutive 0-1, 2-3, ...), ports 8000-8003, all serving."""
+    down = playbook("teardown.yml", machine.inventory, "-l", "shared:third")
+    assert down.rc == 0, down
+    gpu_m = machine.container("gpu-m")
+    assert host_exec(gpu_m, ["sh", "-c", "echo 'h200x8 topology=pairs' > /etc/vllm-fleet-fake-gpu"]).returncode == 0
+    tp2 = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_deployment": "gpuset-tp2",
+           "vllm_fleet_extra_args": ["--tensor-parallel-size", "2"],
+           "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_CHECK": "0"}}
+    try:
+        run = playbook("deploy.yml", machine.inventory, "-l", "gpu-m", "-e", json.dumps(tp2))
+        assert run.rc == 0, run
+        pairs = [["0", "4"], ["1", "5"], ["2", "6"], ["3", "7"]]
+        for i, pair in enumerate(pairs):
+            c = docker_inspect(f"vllm-fleet-gpuset-tp2-r{i}")
+            assert c is not None and c["State"]["Running"], (i, run.out[-2000:])
+            requests = c["HostConfig"]["DeviceRequests"]
+            assert [(r["Driver"], r["DeviceIDs"]) for r in requests] == [("nvidia", pair)], (i, requests)
+            assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == \
+                SEED_ARGV[:4] + SEED_ARGV[6:] + ["--tensor-parallel-size", "2", "--port", str(8000 + i)]
+            status, body = host_http(gpu_m, "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
+            assert status == 200, (i, body)
+        assert docker_inspect("vllm-fleet-gpuset-tp2-r4") is None
+        assert "idle GPUs" not in run.out
+    finally:
+        playbook("teardown.yml", machine.inventory, "-l", "gpu-m", "-e", json.dumps(tp2))
+        host_exec(gpu_m, ["sh", "-c", "echo h200x8 > /etc/vllm-fleet-fake-gpu"])

@@ -27,6 +27,8 @@ GROUPS = {"contract_cluster": {"hosts": {"guard-a": "h200x8"},
 COMMON = {
     "vllm_fleet_recipe": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
     "vllm_fleet_runtime": "docker",
+    # one server per host (the default, auto, would start one per GPU: the replica tests set it)
+    "vllm_fleet_replicas_per_host": 1,
     "vllm_fleet_health_request": "none",
     "vllm_fleet_health_timeout": 120,
     "vllm_fleet_docker_pull": "never",

@@ -13,7 +13,6 @@ client load for the whole rollout.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
@@ -22,14 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, docker_inspect, host_exec, playbook
+from helpers import ROOT, Load, docker_inspect, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
 ENGINES = ("roll-a", "roll-b", "roll-c")
 GROUPS = {"roll_cluster": {"hosts": {"roll-a": "h200x8", "roll-b": "h200x8", "roll-c": "h200x8", "roll-r": "none"},
-                           "vars": {"vllm_fleet_deployment": "roll"}}}
+                           # one server per host (the default, auto, would start one per GPU; the
+                           # replica test below asks for auto)
+                           "vars": {"vllm_fleet_deployment": "roll", "vllm_fleet_replicas_per_host": 1}},
+          # the replica test's ROCm host (no router): a replica per GPU, each its own render node
+          "roll_rocm": {"hosts": {"roll-m": "mi300x8"}, "vars": {"vllm_fleet_deployment": "roll-rocm"}}}
 HOST_VARS = {"roll-r": {"vllm_fleet_role": "router"}}
 COMMON = {
     "vllm_fleet_recipe": SEED,
@@ -58,34 +61,6 @@ def roll(make_fleet):
     playbook("teardown.yml", made.inventory, "-l", "roll_cluster")
 
 
-class Load:
-    """The bounded client load, run on the router host against the router (127.0.0.1:8000)."""
-
-    def __init__(self, fleet, name):
-        self.host, self.name = fleet.container("roll-r"), name
-        host_exec(self.host, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.stop"])
-        subprocess.run(["docker", "exec", "-d", self.host, "python3", "/opt/load/load_client.py",
-                        "http://127.0.0.1:8000", SEED, f"/opt/load/{name}.json", "--rate", "6",
-                        "--max-seconds", "500", "--stop-file", f"/opt/load/{name}.stop",
-                        "--workers-url", "http://127.0.0.1:8000/list_workers"], check=True)
-        time.sleep(3)
-
-    def stop(self, capsys=None) -> dict:
-        host_exec(self.host, ["touch", f"/opt/load/{self.name}.stop"])
-        for _ in range(60):
-            out = host_exec(self.host, ["cat", f"/opt/load/{self.name}.json"])
-            if out.returncode == 0 and out.stdout.strip():
-                stats = json.loads(out.stdout)
-                shown = capsys.disabled() if capsys is not None else contextlib.nullcontext()
-                with shown:
-                    print(f"\nload {self.name}: {stats['requests']} requests in {stats['seconds']} s, "
-                          f"{stats['failed']} failed, capacity floor {stats['min_workers']} of {stats['max_workers']} "
-                          f"instances, p50 {stats['p50']} s, p99 {stats['p99']} s; failures: {stats['failures']}")
-                return stats
-            time.sleep(1)
-        raise AssertionError("the load client wrote no summary")
-
-
 NAMES = {"roll-a": "vllm-fleet-roll-i0", "roll-b": "vllm-fleet-roll-i1", "roll-c": "vllm-fleet-roll-i2"}
 
 
@@ -99,7 +74,7 @@ def running(fleet, host):
 
 def test_rolling_update_under_load_has_no_failed_requests(roll, capsys):
     before = {h: running(roll, h)["Id"] for h in ENGINES}
-    load = Load(roll, "good")
+    load = Load(roll, "good", SEED)
     run = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
                    "-e", json.dumps({"vllm_fleet_extra_args": GOOD, "vllm_fleet_change_note": "max-model-len 4096"}))
     stats = load.stop(capsys)
@@ -128,7 +103,7 @@ def test_rolling_update_under_load_has_no_failed_requests(roll, capsys):
 def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     before = {h: running(roll, h) for h in ENGINES}
     kept = max(int(n) for n in re.findall(r'"number": (\d+)', _records(roll, "roll-a")))
-    load = Load(roll, "bad")
+    load = Load(roll, "bad", SEED)
     t0 = time.monotonic()
     run = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
                    "-e", json.dumps({"vllm_fleet_extra_args": GOOD + ["--no-such-flag-for-vllm"]}))
@@ -169,7 +144,7 @@ def _records(fleet, host):
 def test_rollback_playbook_to_the_previous_and_to_a_named_revision_under_load(roll, capsys):
     # revisions so far on each engine host: 1 (the first deploy), 2 (max-model-len 4096; the bad
     # revision was rolled back and never recorded)
-    load = Load(roll, "rollback")
+    load = Load(roll, "rollback", SEED)
     back = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster")
     stats = load.stop(capsys)
     assert back.rc == 0, back
@@ -236,14 +211,28 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     limit = ["-l", "roll-a,roll-r"]
     env = {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_LATENCY": "0.2", "VLLM_STANDIN_CHECK": "0"}
     auto = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_env": env}
-    run = playbook("deploy.yml", roll.inventory, *limit, "--diff", "-e", json.dumps(auto))
+    # the FAKE MI300X x8 host beside it (same run, in parallel)
+    run = playbook("deploy.yml", roll.inventory, "-l", "roll-a,roll-r,roll-m", "--diff", "-e", json.dumps(auto))
     assert run.rc == 0, run
     for i in range(8):   # the plan shows every replica's GPU set and port
         assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in " ".join(run.out.split()), i
+    rocm_argv = seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
+                             "--mm-encoder-tp-mode", "data"]
+    for i in range(8):   # ROCm: /dev/kfd and the replica's own render node, nothing else of /dev/dri
+        c = docker_inspect(f"vllm-fleet-roll-rocm-r{i}")
+        assert c is not None and c["State"]["Running"], (i, run.out[-2000:])
+        assert sorted(d["PathOnHost"] for d in c["HostConfig"]["Devices"]) == [f"/dev/dri/renderD{128 + i}",
+                                                                               "/dev/kfd"], i
+        assert not c["HostConfig"].get("DeviceRequests")
+        assert not [e for e in c["Config"]["Env"] if e.startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == rocm_argv + ["--port", str(8000 + i)]
+    for i in range(8):   # every replica answers on its own port (the health gate passed them all)
+        status, _ = host_http(roll.container("roll-m"), "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
+        assert status == 200, i
+    rocm_down = playbook("teardown.yml", roll.inventory, "-l", "roll-m")
+    assert rocm_down.rc == 0 and docker_inspect("vllm-fleet-roll-rocm-r0") is None, rocm_down
     got = _replicas()
     assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
-    seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
-                 "--mm-encoder-tp-mode", "data"]
     for i in range(8):
         c = got[f"r{i}"]
         assert c["State"]["Running"], i
@@ -263,7 +252,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001))
     assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
     # a changed flag under load: the canary r0, then r1, each out of the router while it switches
-    load = Load(roll, "replicas")
+    load = Load(roll, "replicas", SEED)
     update = playbook("deploy.yml", roll.inventory, *limit, "-e", json.dumps({**two, "vllm_fleet_extra_args": GOOD}))
     stats = load.stop(capsys)
     assert update.rc == 0, update

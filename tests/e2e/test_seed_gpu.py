@@ -40,6 +40,8 @@ GROUPS = {
 COMMON = {
     "vllm_fleet_recipe": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
     "vllm_fleet_runtime": "docker",
+    # one server per host (the default, auto, would start one per GPU: the replica tests set it)
+    "vllm_fleet_replicas_per_host": 1,
     # the stand-in serves an embedding model: stop the health gate after /v1/models
     "vllm_fleet_health_request": "none",
     "vllm_fleet_health_timeout": 400,

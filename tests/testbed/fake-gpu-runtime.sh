@@ -7,8 +7,10 @@
 #              on its PATH: Docker 20.10 registers its built-in "nvidia" device driver only when
 #              that binary is on dockerd's PATH at start (then --gpus / device_requests with
 #              driver nvidia are accepted; the hook runs as a no-op OCI prestart hook).
-#           2. creates FAKE ROCm device nodes /dev/kfd and /dev/dri/renderD128 (char 1:3, i.e.
-#              clones of /dev/null) when absent, recording what it made in $STATE_FILE.
+#           2. creates FAKE ROCm device nodes /dev/kfd and /dev/dri/renderD128 ... renderD135
+#              (one render node per GPU of the 8-GPU fake profiles, GPU i -> renderD(128+i), as
+#              the FAKE amd-smi's `list -e` maps them; char 1:3, i.e. clones of /dev/null) when
+#              absent, recording what it made in $STATE_FILE.
 #           3. verifies `docker run --rm --gpus all` and `docker run --rm --device /dev/kfd
 #              --device /dev/dri` (image vllm-fleet/base:bookworm, --network none).
 #   down    removes only the nodes/dirs `up` recorded, restarts dockerd without $HOOK_DIR on its
@@ -35,6 +37,7 @@ STATE_FILE=$ROOT/created-nodes
 HOOK_SRC=$REPO/tests/fakes/bin/nvidia-container-runtime-hook
 PIDFILE=${DOCKERD_PIDFILE:-/var/run/docker.pid}
 IMAGE=${VERIFY_IMAGE:-vllm-fleet/base:bookworm}
+RENDER_NODES=(/dev/dri/renderD{128..135})
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -122,7 +125,8 @@ cmd_up() {
     touch "$STATE_FILE"
     mknod_fake /dev/kfd
     if [[ ! -e /dev/dri ]]; then mkdir -m 0755 /dev/dri; echo "dir /dev/dri" >>"$STATE_FILE"; log "created /dev/dri"; fi
-    mknod_fake /dev/dri/renderD128
+    local node
+    for node in "${RENDER_NODES[@]}"; do mknod_fake "$node"; done
     verify
     log "up in $(elapsed "$T0") s"
 }
@@ -134,7 +138,7 @@ verify() {
     log "verify: docker run --rm --gpus all -> ok ($out) $(elapsed "$t") s"
     t=$(date +%s.%N)
     out=$(docker run --rm --network none --device /dev/kfd --device /dev/dri "$IMAGE" \
-          sh -c 'ls -l /dev/kfd /dev/dri/renderD128 | awk "{print \$1, \$NF}" | tr "\n" " "') \
+          sh -c 'ls -l /dev/kfd /dev/dri/renderD128 /dev/dri/renderD135 | awk "{print \$1, \$NF}" | tr "\n" " "') \
         || die "docker run --device /dev/kfd --device /dev/dri failed"
     log "verify: docker run --rm --device /dev/kfd --device /dev/dri -> ok ($out) $(elapsed "$t") s"
 }
@@ -169,7 +173,7 @@ cmd_status() {
     local pid; pid=$(dockerd_pid || true)
     echo "dockerd pid: ${pid:-none}; hook dir on its PATH: $([[ -n $pid ]] && dockerd_path "$pid" | tr ':' '\n' | grep -qxF "$HOOK_DIR" && echo yes || echo no)"
     echo "docker --gpus all: $(gpus_work && echo works || echo fails)"
-    ls -l /dev/kfd /dev/dri/renderD128 2>&1 | sed 's/^/  /'
+    ls -l /dev/kfd "${RENDER_NODES[@]}" 2>&1 | sed 's/^/  /'
     [[ -f $STATE_FILE ]] && { echo "created by up:"; sed 's/^/  /' "$STATE_FILE"; } || true
 }
 

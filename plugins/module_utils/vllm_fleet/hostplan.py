@@ -49,12 +49,18 @@ class PlannedProcess:
     # its index among the host's replicas (vllm_fleet_replicas_per_host); None (left out of the
     # dict): the host's only server
     replica: Optional[int] = None
+    # device nodes a container gets instead of the accelerator's (a ROCm GPU set: /dev/kfd and
+    # the set's render nodes); None (left out of the dict): the accelerator's
+    devices: Optional[List[str]] = None
+    # the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND in env); None
+    # (left out of the dict): unbound
+    cpus: Optional[List[int]] = None
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         out = asdict(self)
         if not with_drain:
             del out["drain"]
-        for key in ("gpus", "replica"):
+        for key in ("gpus", "replica", "devices", "cpus"):
             if out[key] is None:
                 del out[key]
         return out

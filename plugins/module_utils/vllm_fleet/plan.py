@@ -37,6 +37,7 @@ from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
 from .render import PD_ROLES, Process, RenderError, Request, as_list, as_map, resolve
 from .shell import dedupe, vllm_shell
+from .topology import cpu_sets, gpu_groups, ranges as gpu_ranges
 
 PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
 DEFAULT_PORT = 8000
@@ -245,6 +246,7 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
     problems += check_gpus(plans, machines)
+    problems += check_cores(plans, machines)
     mark_idle_gpus(plans, machines, {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")})
     return plans, problems
 
@@ -257,31 +259,69 @@ def _gpu_servers(host_plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
     return [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
 
 
+def _machine_pairs(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str], take):
+    """Every two host plans on one machine (same ``ansible_host``), with what ``take`` reads of
+    each (host plans it gives ``SKIP`` for are left out): ``(machine, host, host_plan, value,
+    other_host, other_deployment, other_value)``."""
+    seen: Dict[str, List[Tuple[str, str, Any]]] = {}
+    for host, host_plan in plans.items():
+        value = take(host_plan)
+        if value is SKIP:
+            continue
+        machine = machines.get(host, host)
+        for other in seen.get(machine, []):
+            yield (machine, host, host_plan, value) + other
+        seen.setdefault(machine, []).append((host, host_plan["deployment"], value))
+
+
+SKIP = object()
+
+
+def _gpu_set_of(host_plan: Mapping[str, Any]) -> Any:
+    """The GPUs a host plan's servers take (None: every GPU); SKIP for hosts without GPU servers."""
+    engines = _gpu_servers(host_plan)
+    if not engines:
+        return SKIP
+    sets = [p.get("gpus") for p in engines]
+    return None if any(g is None for g in sets) else sorted({g for one in sets for g in one})
+
+
 def check_gpus(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
     """Deployments that share a machine (same ``ansible_host``) must run on disjoint GPUs
     (vllm_fleet_gpus; unset = every GPU): an overlap is refused, naming both hosts, deployments
     and the GPUs."""
-    seen: Dict[str, List[Tuple[str, str, Optional[List[int]]]]] = {}
     problems: List[str] = []
-    for host, host_plan in plans.items():
-        engines = _gpu_servers(host_plan)
-        if not engines:
-            continue
-        sets = [p.get("gpus") for p in engines]
-        gpus = None if any(g is None for g in sets) else sorted({g for one in sets for g in one})
-        machine = machines.get(host, host)
-        for other_host, other_dep, other_gpus in seen.get(machine, []):
-            if gpus is None or other_gpus is None:
-                common = other_gpus if gpus is None else gpus   # None: both take every GPU
-            else:
-                common = sorted(set(gpus) & set(other_gpus))
-                if not common:
-                    continue
-            problems.append(f"{host}: vllm_fleet_gpus: {_gpus_said(common, 'every GPU')} of machine {machine} would "
-                            f"serve two deployments: {other_dep!r} (host {other_host}, {_gpus_said(other_gpus)}) and "
-                            f"{host_plan['deployment']!r} (host {host}, {_gpus_said(gpus)}); give each deployment "
-                            f"its own vllm_fleet_gpus")
-        seen.setdefault(machine, []).append((host, host_plan["deployment"], gpus))
+    for machine, host, host_plan, gpus, other_host, other_dep, other_gpus in _machine_pairs(plans, machines,
+                                                                                             _gpu_set_of):
+        if gpus is None or other_gpus is None:
+            common = other_gpus if gpus is None else gpus   # None: both take every GPU
+        else:
+            common = sorted(set(gpus) & set(other_gpus))
+            if not common:
+                continue
+        problems.append(f"{host}: vllm_fleet_gpus: {_gpus_said(common, 'every GPU')} of machine {machine} would "
+                        f"serve two deployments: {other_dep!r} (host {other_host}, {_gpus_said(other_gpus)}) and "
+                        f"{host_plan['deployment']!r} (host {host}, {_gpus_said(gpus)}); give each deployment "
+                        f"its own vllm_fleet_gpus")
+    return problems
+
+
+def check_cores(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
+    """CPU replicas of two deployments on one machine bound to the same cores: refused, naming
+    both hosts, deployments and the cores (each deployment splits the machine's cores from the
+    first one on)."""
+    def cores(host_plan: Mapping[str, Any]) -> Any:
+        bound = {c for p in host_plan.get("processes") or [] for c in p.get("cpus") or []}
+        return bound or SKIP
+
+    problems: List[str] = []
+    for machine, host, host_plan, mine, other_host, other_dep, other in _machine_pairs(plans, machines, cores):
+        common = sorted(mine & other)
+        if common and other_dep != host_plan["deployment"]:
+            problems.append(f"{host}: vllm_fleet_replicas_per_host: cores {gpu_ranges(common)} of machine {machine} "
+                            f"would be bound by two deployments: {other_dep!r} (host {other_host}) and "
+                            f"{host_plan['deployment']!r} (host {host}); give one deployment another machine "
+                            f"or vllm_fleet_replicas_per_host: 1")
     return problems
 
 
@@ -497,9 +537,11 @@ class Slot:
     rank: int
     values: Dict[str, str]          # placeholder values for this process
     name: str
-    # a replica (vllm_fleet_replicas_per_host > 1): its index, GPU set and port
+    # a replica (vllm_fleet_replicas_per_host > 1): its index, GPU set (GPU hosts) or CPU sets
+    # (CPU hosts: one set of cores per tensor/pipeline rank), and port
     replica: Optional[int] = None
     gpus: Optional[List[int]] = None
+    cpus: Optional[List[List[int]]] = None
     port: Optional[int] = None
 
 
@@ -754,43 +796,67 @@ def _no_replicas(dep: Deployment, hosts: Sequence[HostInput], why: str) -> None:
 
 
 def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
-    """One single-node server's slot as its host's replicas (vllm_fleet_replicas_per_host): the
-    host's GPUs (vllm_fleet_gpus, else all) split in order into sets of the GPUs one server of
-    the command uses (tensor x pipeline x data parallel); replica i gets set i, the port
-    vllm_fleet_port + i and the name ``<server>-r<i>``. One replica: the slot unchanged."""
+    """One single-node server's slot as its host's replicas (vllm_fleet_replicas_per_host, default
+    ``auto``). GPU hosts: the host's GPUs (vllm_fleet_gpus, else all) split into sets of the GPUs one
+    server of the command uses (tensor x pipeline x data parallel), following the GPU topology
+    the facts report (NVLink / XGMI peers, one NUMA node per set; consecutive without it);
+    ``auto`` = as many as the GPUs hold. CPU hosts: the usable cores split into one set per
+    replica and rank, inside NUMA nodes; ``auto`` = one replica per NUMA node (per TP x PP nodes).
+    Replica i gets the port vllm_fleet_port + i and the name ``<server>-r<i>``. One replica: the
+    slot unchanged (same name, no GPU/CPU set of its own, same plan hash as before replicas)."""
     host = slot.host
     want = host.settings.get("replicas_per_host")
-    if want in (None, 1):
+    want = "auto" if want is None else want
+    if want == 1:
         return [slot]
     where = f"{host.name}: vllm_fleet_replicas_per_host"
-    have = int(host.gpu.get("count") or 0)
-    if host.gpu.get("vendor") not in ("nvidia", "amd") or not have:
-        if want != "auto":
-            reported = host.gpu.get("vendor") or "no GPU facts"
-            dep.problems.append(f"{where}: {want} replicas need GPUs to split, but the host reports none "
-                                f"({reported}); replicas on CPU hosts are not supported yet: leave it unset")
-        return [slot]
     argv = _customize(list(slot.proc.argv), dep.settings, slot.proc.role, host.settings.get("listen"))
     need = max(1, gpus_per_node(argv, 1))
-    pool = [int(g) for g in host.settings.get("gpus") or range(have)]
-    if [g for g in pool if g >= have]:
-        return [slot]   # _gpu_set names the GPUs that do not exist
-    count = len(pool) // need if want == "auto" else int(want)
-    if count * need > len(pool):
-        has = (f"vllm_fleet_gpus gives {len(pool)} ({gpu_ranges(pool)})" if host.settings.get("gpus") is not None
-               else f"the host has {have}")
-        dep.problems.append(f"{where}: {count} replicas x {need} GPU(s) each (tensor x pipeline x data parallel of "
-                            f"the command) need {count * need} GPUs, but {has}; lower it or use auto")
-        return [slot]
-    if count <= 1:
+    vendor, have = host.gpu.get("vendor"), int(host.gpu.get("count") or 0)
+    if vendor in ("nvidia", "amd") and have:
+        pool = [int(g) for g in host.settings.get("gpus") or range(have)]
+        if [g for g in pool if g >= have]:
+            return [slot]   # _gpu_set names the GPUs that do not exist
+        count = len(pool) // need if want == "auto" else int(want)
+        if count * need > len(pool):
+            has = (f"vllm_fleet_gpus gives {len(pool)} ({gpu_ranges(pool)})" if host.settings.get("gpus") is not None
+                   else f"the host has {have}")
+            dep.problems.append(f"{where}: {count} replicas x {need} GPU(s) each (tensor x pipeline x data parallel "
+                                f"of the command) need {count * need} GPUs, but {has}; lower it or use auto")
+            return [slot]
+        if count <= 1:
+            return [slot]
+        sets: List[Dict[str, Any]] = [{"gpus": g} for g in gpu_groups(pool, need, count, host.gpu.get("topology"))]
+    elif vendor == "cpu" and host.gpu.get("cpus"):
+        cpus = [int(c) for c in host.gpu["cpus"]]
+        numa = {str(k): [int(c) for c in v] for k, v in as_map(host.gpu.get("numa_nodes")).items()} or {"0": cpus}
+        count = max(1, len(numa) // need) if want == "auto" else int(want)
+        if count <= 1:
+            return [slot]
+        for key, env in (("env", as_map(dep.settings.get("env"))), ("host_env", as_map(host.settings.get("host_env")))):
+            if "VLLM_CPU_OMP_THREADS_BIND" in env:
+                dep.problems.append(f"{host.name}: vllm_fleet_{key}: VLLM_CPU_OMP_THREADS_BIND contradicts "
+                                    f"vllm_fleet_replicas_per_host {want} (each replica is bound to its own cores); "
+                                    f"drop one of them")
+                return [slot]
+        try:
+            cores = cpu_sets(cpus, numa, count * need)
+        except ValueError as exc:
+            dep.problems.append(f"{where}: {count} replicas x {need} rank(s) each: {exc}; lower it or use auto")
+            return [slot]
+        sets = [{"cpus": cores[i * need:(i + 1) * need]} for i in range(count)]
+    else:
+        if want != "auto":
+            reported = vendor or "no GPU facts"
+            dep.problems.append(f"{where}: {want} replicas need GPUs or CPU cores to split, but the host's facts "
+                                f"give neither ({reported}); leave it unset")
         return [slot]
     given = flag_values(argv, "--port")
     base = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or DEFAULT_PORT)
     if base + count - 1 > 65535:
         dep.problems.append(f"{where}: {count} replicas from port {base} run past 65535; lower vllm_fleet_port")
         return [slot]
-    return [replace(slot, name=f"{slot.name}-r{i}", replica=i, gpus=pool[i * need:(i + 1) * need], port=base + i)
-            for i in range(count)]
+    return [replace(slot, name=f"{slot.name}-r{i}", replica=i, port=base + i, **one) for i, one in enumerate(sets)]
 
 
 def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering, slots: Sequence[Slot] = ()) -> Process:
@@ -1042,8 +1108,9 @@ def _process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], engi
               "packages": planned.packages}
     if planned.secret_env or planned.credentials:
         hashed["secrets"] = settings.get("secret_digest")
-    if planned.gpus is not None:
-        hashed["gpus"] = planned.gpus
+    for key in ("gpus", "devices", "cpus"):
+        if getattr(planned, key) is not None:
+            hashed[key] = getattr(planned, key)
     planned.hash = plan_hash(hashed)
     return planned
 
@@ -1067,9 +1134,13 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     argv = _customize(argv, settings, proc.role, host.settings.get("listen"))
     docker = proc.docker or {}
     gpus = _gpu_set(dep, host, env)
-    if slot.gpus is not None:   # a replica: its share of the host's GPUs, its own port
-        gpus = list(slot.gpus)
+    if slot.replica is not None:   # a replica: its share of the host's GPUs or cores, its own port
+        gpus = list(slot.gpus) if slot.gpus is not None else gpus
         argv = argv[:3] + dedupe(argv[3:] + ["--port", str(slot.port)])
+    if slot.cpus is not None:
+        # vLLM's CPU backend pins its OpenMP threads (and their memory) to these cores, one
+        # set per tensor/pipeline rank separated by |; the container gets them as its cpuset
+        env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(gpu_ranges(rank) for rank in slot.cpus)
     have = int(host.gpu.get("count") or 0)
     if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
         need = gpus_per_node(argv, len(slot.unit_hosts))
@@ -1080,10 +1151,17 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
                             f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but "
                             f"{given}; lower the parallel sizes or choose another "
                             f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
-    if gpus is not None and (dep.runtime == "uv" or docker.get("brand_key") in ROCM_BRAND_KEYS):
-        # units see the GPUs through the runtime's variable; ROCm containers get every render
-        # node (vLLM's images expect /dev/dri) and the variable; NVIDIA containers get only the
-        # set (device_requests device_ids), numbered from 0 inside
+    devices = None
+    render = [str(n) for n in as_list(host.gpu.get("render_nodes"))]
+    if (gpus is not None and dep.runtime == "docker" and docker.get("brand_key") in ROCM_BRAND_KEYS
+            and len(render) == have and all(g < len(render) for g in gpus)):
+        # ROCm containers with a GPU set get /dev/kfd and the set's own render nodes (the GPU
+        # facts map each GPU to its node): the runtime sees only those, numbered from 0 inside,
+        # as NVIDIA containers do with device_ids
+        devices = ["/dev/kfd"] + [render[g] for g in gpus]
+    elif gpus is not None and (dep.runtime == "uv" or docker.get("brand_key") in ROCM_BRAND_KEYS):
+        # units see the GPUs through the runtime's variable; ROCm containers whose render nodes
+        # the facts do not map get every render node (/dev/dri) and the variable
         env[_visible_devices(docker)] = ",".join(map(str, gpus))
     image = settings.get("image") or docker.get("image")
     if settings.get("image_tag") and image:
@@ -1116,7 +1194,8 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         mounts=mounts,
         secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
         credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"],
-        gpus=gpus, replica=slot.replica)
+        gpus=gpus, replica=slot.replica, devices=devices,
+        cpus=sorted(c for rank in slot.cpus for c in rank) if slot.cpus is not None else None)
 
 
 def _visible_devices(docker: Mapping[str, Any]) -> str:
@@ -1154,17 +1233,6 @@ def _gpus_said(gpus: Optional[Sequence[int]], unset: str = "every GPU (vllm_flee
     if gpus is None:
         return unset
     return f"GPU{'s' if len(gpus) > 1 else ''} {gpu_ranges(gpus)}"
-
-
-def gpu_ranges(gpus: Sequence[int]) -> str:
-    """``[0, 1, 2, 3, 6]`` -> ``"0-3,6"``."""
-    runs: List[List[int]] = []
-    for g in sorted(gpus):
-        if runs and runs[-1][-1] == g - 1:
-            runs[-1].append(g)
-        else:
-            runs.append([g])
-    return ",".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
 
 
 def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]], argv: List[str],

@@ -420,6 +420,9 @@ def test_listen_on_an_address_the_host_does_not_have_is_refused(cat):
 
 # --- GPU sets (vllm_fleet_gpus): several deployments on one machine ---------------------------
 def on(machine, name, deployment, port, gpus=None, hw="h200", **settings):
+    # one server per host unless a test asks for replicas (the default, auto, fills the host:
+    # see the replica tests below)
+    settings.setdefault("replicas_per_host", 1)
     base = {"recipe": SEED, "hardware": hw, "deployment": deployment, "port": port, **settings}
     if gpus is not None:
         base["gpus"] = gpus
@@ -590,7 +593,12 @@ def test_replicas_split_a_gpu_set_by_the_command_and_a_router_lists_every_one(ca
         ("vllm-fleet-ernie-r0", [0], 9000), ("vllm-fleet-ernie-r1", [1], 9001), ("vllm-fleet-ernie-r2", [2], 9002)]
     assert plans["a"]["gpus_idle"] == [3, 4, 5, 6, 7]
     single = plan_fleet(cat, [on("m1", "a", "ernie", 8000, replicas_per_host=1)])[0]["a"]
-    assert single == plan_fleet(cat, [on("m1", "a", "ernie", 8000)])[0]["a"]
+    unset = on("m1", "a", "ernie", 8000)
+    del unset.settings["replicas_per_host"]
+    unset.gpu = {"hardware": "h200", "count": 1, "vendor": "nvidia"}   # auto on one GPU: one server
+    unset.check_gpus = False   # (the h200 profile means 8)
+    single_gpu = plan_fleet(cat, [unset])[0]["a"]
+    assert single["processes"] == single_gpu["processes"] and single["hash"] == single_gpu["hash"]
     tp8 = plan_fleet(cat, [on("m1", "a", "ernie", 8000, replicas_per_host="auto",
                               extra_args=["--tensor-parallel-size", "8"])])[0]["a"]
     assert [p["name"] for p in tp8["processes"]] == ["vllm-fleet-ernie"] and "gpus" not in tp8["processes"][0]
@@ -613,8 +621,8 @@ def test_replicas_that_do_not_fit_or_do_not_apply_are_refused_naming_host_and_va
         assert exc.value.problems == [message]
     cpu = HostInput(name="c", settings={"recipe": SEED, "hardware": "h200", "replicas_per_host": 2},
                     address=None, iface="eth0", gpu={"vendor": "cpu"})
-    with pytest.raises(PlanError, match=r"c: vllm_fleet_replicas_per_host: 2 replicas need GPUs to split, but the "
-                                        r"host reports none \(cpu\)"):
+    with pytest.raises(PlanError, match=r"c: vllm_fleet_replicas_per_host: 2 replicas need GPUs or CPU cores to "
+                                        r"split, but the host's facts give neither \(cpu\)"):
         plan(cat, [cpu])
     hosts = pd_hosts()
     hosts[2].settings["replicas_per_host"] = 2
@@ -625,3 +633,98 @@ def test_replicas_that_do_not_fit_or_do_not_apply_are_refused_naming_host_and_va
                                    on("m1", "b", "other", 8003, [3, 4])])
     assert any("GPU 3 of machine m1 would serve two deployments: 'ernie' (host a, GPUs 0-3)" in p for p in problems)
     assert any("port 8003 on machine m1 is used twice: vllm-fleet-ernie-r3" in p for p in problems), problems
+
+
+def test_auto_is_the_default_and_fills_the_host(cat):
+    """No vllm_fleet_replicas_per_host: auto. The seed (TP 1) on an 8-GPU host is 8 servers; a
+    host whose facts give no GPUs (not read, or a CPU host on one NUMA node) keeps one."""
+    plain = HostInput(name="a", settings={"recipe": SEED, "hardware": "h200"}, address="10.0.0.1", iface="eth0",
+                      gpu={"hardware": "h200", "count": 8, "vendor": "nvidia"})
+    plans, problems = plan_fleet(cat, [plain])
+    assert problems == [] and [p["gpus"] for p in plans["a"]["processes"]] == [[i] for i in range(8)]
+    assert [p["port"] for p in plans["a"]["processes"]] == list(range(8000, 8008))
+    unread = HostInput(name="u", settings={"recipe": SEED, "hardware": "h200"}, address=None, iface="eth0", gpu={})
+    assert [p["name"] for p in plan(cat, [unread])["u"]["processes"]] == ["vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200"]
+
+
+def _pairs_topology():
+    """8 PCIe GPUs, NVLink-bridged 0-4, 1-5, 2-6, 3-7; 0-3 on NUMA 0, 4-7 on NUMA 1."""
+    links = [["X" if i == j else "NV4" if abs(i - j) == 4 else "PIX" if i // 4 == j // 4 else "SYS"
+              for j in range(8)] for i in range(8)]
+    return {"links": links, "numa": [0, 0, 0, 0, 1, 1, 1, 1]}
+
+
+def test_replica_gpu_sets_follow_the_topology(cat):
+    tp2 = on("m1", "a", "ernie", 8000, replicas_per_host="auto", extra_args=["--tensor-parallel-size", "2"])
+    tp2.gpu["topology"] = _pairs_topology()
+    plans, problems = plan_fleet(cat, [tp2])
+    assert problems == [], problems
+    assert [(p["gpus"], p["port"]) for p in plans["a"]["processes"]] == [
+        ([0, 4], 8000), ([1, 5], 8001), ([2, 6], 8002), ([3, 7], 8003)]
+    # NVSwitch (every pair NV18): consecutive pairs, as without topology
+    flat = on("m1", "a", "ernie", 8000, replicas_per_host="auto", extra_args=["--tensor-parallel-size", "2"])
+    flat.gpu["topology"] = {"links": [["X" if i == j else "NV18" for j in range(8)] for i in range(8)],
+                            "numa": [0] * 8}
+    plans, _ = plan_fleet(cat, [flat])
+    assert [p["gpus"] for p in plans["a"]["processes"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+
+
+def test_rocm_replicas_get_their_own_render_node_when_the_facts_map_them(cat):
+    mi = on("m1", "a", "ernie", 8000, hw="mi300x", replicas_per_host="auto")
+    mi.gpu["render_nodes"] = [f"/dev/dri/renderD{128 + i}" for i in range(8)]
+    plans, problems = plan_fleet(cat, [mi])
+    assert problems == [], problems
+    procs = plans["a"]["processes"]
+    assert [p["devices"] for p in procs] == [["/dev/kfd", f"/dev/dri/renderD{128 + i}"] for i in range(8)]
+    # the container sees only its GPU (numbered 0 inside): no HIP_VISIBLE_DEVICES
+    assert not any("HIP_VISIBLE_DEVICES" in p["env"] for p in procs)
+    assert len({p["hash"] for p in procs}) == 8
+    # the uv runtime: units see every device, the variable picks the GPU
+    uv = on("m1", "a", "ernie", 8000, hw="mi300x", replicas_per_host=2, runtime="uv", vllm_version="0.11.0")
+    uv.gpu["render_nodes"] = mi.gpu["render_nodes"]
+    procs = plan_fleet(cat, [uv])[0]["a"]["processes"]
+    assert [p["env"]["HIP_VISIBLE_DEVICES"] for p in procs] == ["0", "1"] and "devices" not in procs[0]
+
+
+def _cpu_host(name="c", numa=None, **settings):
+    numa = numa or {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
+    base = {"recipe": "sentence-transformers/all-MiniLM-L6-v2", "hardware": "xeon6", **settings}
+    return HostInput(name=name, settings=base, address="10.0.0.5", iface="eth0",
+                     gpu={"vendor": "cpu", "hardware": "xeon6", "count": 0,
+                          "cpus": sorted(c for cs in numa.values() for c in cs), "numa_nodes": numa})
+
+
+def test_cpu_replicas_each_get_their_own_cores(cat):
+    # auto: one replica per NUMA node, bound to its node's cores (docker cpuset + vLLM's OMP bind)
+    plans, problems = plan_fleet(cat, [_cpu_host()])
+    assert problems == [], problems
+    procs = plans["c"]["processes"]
+    assert [(p["name"][-3:], p["port"], p["cpus"], p["env"]["VLLM_CPU_OMP_THREADS_BIND"]) for p in procs] == [
+        ("-r0", 8000, [0, 1, 2, 3], "0-3"), ("-r1", 8001, [4, 5, 6, 7], "4-7")]
+    assert [p["argv"][-2:] for p in procs] == [["--port", "8000"], ["--port", "8001"]]
+    # an explicit number on one NUMA node of 2 cores (the testbed's hosts): a core each
+    two = _cpu_host(numa={"0": [0, 1]}, replicas_per_host=2)
+    procs = plan_fleet(cat, [two])[0]["c"]["processes"]
+    assert [(p["cpus"], p["env"]["VLLM_CPU_OMP_THREADS_BIND"]) for p in procs] == [([0], "0"), ([1], "1")]
+    # one NUMA node and auto: one server, unbound, exactly the plan without replicas
+    one = plan_fleet(cat, [_cpu_host(numa={"0": [0, 1]})])[0]["c"]["processes"]
+    assert len(one) == 1 and "cpus" not in one[0] and "VLLM_CPU_OMP_THREADS_BIND" not in one[0]["env"]
+
+
+def test_cpu_replicas_that_cannot_be_bound_are_refused_naming_host_and_variable(cat):
+    with pytest.raises(PlanError) as exc:
+        plan(cat, [_cpu_host(numa={"0": [0, 1]}, replicas_per_host=3)])
+    assert exc.value.problems[0].startswith("c: vllm_fleet_replicas_per_host: 3 replicas x 1 rank(s) each: ")
+    with pytest.raises(PlanError) as exc:
+        plan(cat, [_cpu_host(replicas_per_host=2, env={"VLLM_CPU_OMP_THREADS_BIND": "0-7"})])
+    assert exc.value.problems == ["c: vllm_fleet_env: VLLM_CPU_OMP_THREADS_BIND contradicts "
+                                  "vllm_fleet_replicas_per_host 2 (each replica is bound to its own cores); "
+                                  "drop one of them"]
+
+    # two deployments' CPU replicas on one machine would share cores
+    a, b = _cpu_host("a", deployment="one", replicas_per_host=2), _cpu_host("b", deployment="two", replicas_per_host=2)
+    a.machine = b.machine = "m1"
+    _, problems = plan_fleet(cat, [a, b])
+    assert ("b: vllm_fleet_replicas_per_host: cores 0-7 of machine m1 would be bound by two deployments: 'one' "
+            "(host a) and 'two' (host b); give one deployment another machine or vllm_fleet_replicas_per_host: 1"
+            in problems), problems

@@ -1,8 +1,9 @@
 """Unit tests for the host-side facts module ``plugins/modules/vllm_fleet_gpu_facts.py``.
 
-* parsers: canned real-format output of ``nvidia-smi`` (query CSV, table header, ``-q``),
-  ``amd-smi`` (static JSON of ROCm 6 and 7, version), ``rocm-smi`` and ``/proc/cpuinfo``
-  (inline, or under ``tests/fixtures/gpu``);
+* parsers: canned real-format output of ``nvidia-smi`` (query CSV, table header, ``-q``,
+  ``topo -m``), ``amd-smi`` (static JSON of ROCm 6 and 7, version, topology, ``list -e``),
+  ``rocm-smi``, ``/proc/cpuinfo``, the KFD topology and the NUMA cpulists (inline, or under
+  ``tests/fixtures/gpu``), and the FAKE tools' output of each;
 * the mapping table: every taxonomy id the module can detect, and the ordering / look-alike
   traps (GH200 vs H200, GB200 vs B200, RTX 6000 Ada vs RTX PRO 6000, MI308X vs MI300X, ...);
 * the unknown-GPU error text, explicit ``hardware``, ``require_gpu``, the CPU path;
@@ -410,11 +411,15 @@ def test_cpu_hosts():
 
 
 class Host:
-    """Scripted host: tools -> {argv tuple after the tool path: (rc, out, err)}; files -> text."""
+    """Scripted host: tools -> {argv tuple after the tool path: (rc, out, err)}; files -> text;
+    dirs -> names in a directory; cpus -> the CPUs the module may run on (default 0-3, no NUMA
+    sysfs)."""
 
-    def __init__(self, tools=None, files=None):
+    def __init__(self, tools=None, files=None, dirs=None, cpus=(0, 1, 2, 3)):
         self.tools = tools or {}
         self.files = files or {}
+        self.dirs = dirs or {}
+        self.cpus = cpus
         self.calls = []
 
     def which(self, tool):
@@ -429,23 +434,34 @@ class Host:
     def read_text(self, path):
         return self.files.get(path)
 
+    def list_dir(self, path):
+        return self.dirs.get(path)
+
     def probe(self):
-        return gf.probe(self.run, self.which, self.read_text)
+        return gf.probe(self.run, self.which, self.read_text, self.list_dir, lambda: set(self.cpus))
 
 
 NO_DRIVER = (9, "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n", "")
 TABLE = fixture("nvidia-smi-table-580-rtx-pro-6000x2.txt")
 
 
+# `nvidia-smi topo -m` of a workstation with two GPUs under one PCIe host bridge, NVLink-free
+TOPO_2_NODE = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+               "GPU0\t X \tNODE\t0-63\t0\t\tN/A\nGPU1\tNODE\t X \t0-63\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n")
+
+
 def test_probe_nvidia():
     query = ("0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:01:00.0\n"
              "1, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:C1:00.0\n")
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, query, ""), (): (0, TABLE, "")}},
-                {"/proc/cpuinfo": CPUINFO})
+    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, query, ""), (): (0, TABLE, ""),
+                                ("topo", "-m"): (0, TOPO_2_NODE, "")}},
+                {"/proc/cpuinfo": CPUINFO, "/sys/devices/system/node/node0/cpulist": "0-3\n"},
+                {"/sys/devices/system/node": ["possible", "node0", "online", "has_cpu"]})
     facts, warnings = gf.resolve(host.probe())
     assert warnings == []
     assert host.calls == [["/usr/bin/nvidia-smi", "--query-gpu=index,name,memory.total,driver_version,pci.bus_id",
-                           "--format=csv,noheader,nounits"], ["/usr/bin/nvidia-smi"]]
+                           "--format=csv,noheader,nounits"], ["/usr/bin/nvidia-smi"],
+                          ["/usr/bin/nvidia-smi", "topo", "-m"]]
     assert facts == {
         "vendor": "nvidia", "hardware": "rtx_pro_6000_2x", "detected": True,
         "detected_hardware": "rtx_pro_6000_2x", "count": 2,
@@ -453,7 +469,8 @@ def test_probe_nvidia():
         "memory_mib": [97887, 97887], "total_memory_gib": 191.2, "driver_version": "580.82.07",
         "cuda_version": "13.0", "rocm_version": None, "gfx_target": None, "device_id": None,
         "bus_ids": ["00000000:01:00.0", "00000000:C1:00.0"], "cpu_model": "Intel(R) Xeon(R) 6980P",
-        "source": "nvidia-smi", "probe_notes": [],
+        "source": "nvidia-smi", "probe_notes": [], "cpus": [0, 1, 2, 3], "numa_nodes": {"0": [0, 1, 2, 3]},
+        "topology": {"links": [["X", "NODE"], ["NODE", "X"]], "numa": [0, 0]},
     }
 
 
@@ -490,7 +507,10 @@ def test_probe_amd_smi_retries_with_fewer_sections():
         tuple(gf.AMD_SMI_VERSION): (0, "AMDSMI Tool: 24.5.1 | AMDSMI Library version: 24.5.1\n", ""),
     }}, {gf.ROCM_VERSION_FILE: "6.1.2-119\n"})
     facts, _ = gf.resolve(host.probe())
-    assert facts["hardware"] == "mi300x" and facts["device_id"] == "0x74b5" and len(host.calls) == 4
+    assert facts["hardware"] == "mi300x" and facts["device_id"] == "0x74b5"
+    # 3 static variants and version; then topology, list -e and list (all unanswered: no keys)
+    assert [c[1:] for c in host.calls[4:]] == [gf.AMD_SMI_TOPOLOGY, gf.AMD_SMI_LIST_ENUM, gf.AMD_SMI_LIST]
+    assert "topology" not in facts and "render_nodes" not in facts
     assert facts["rocm_version"] == "6.1.2"  # amd-smi did not say: /opt/rocm/.info/version
 
 
@@ -575,6 +595,312 @@ def test_the_module_never_uses_a_shell():
     assert "supports_check_mode=True" in source
 
 
+# ------------------------------------------------------------------------------ GPU topology
+
+PAIRS_LINKS = [["X", "PIX", "NODE", "NODE", "NV4", "SYS", "SYS", "SYS"],
+               ["PIX", "X", "NODE", "NODE", "SYS", "NV4", "SYS", "SYS"],
+               ["NODE", "NODE", "X", "PIX", "SYS", "SYS", "NV4", "SYS"],
+               ["NODE", "NODE", "PIX", "X", "SYS", "SYS", "SYS", "NV4"],
+               ["NV4", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"],
+               ["SYS", "NV4", "SYS", "SYS", "PIX", "X", "NODE", "NODE"],
+               ["SYS", "SYS", "NV4", "SYS", "NODE", "NODE", "X", "PIX"],
+               ["SYS", "SYS", "SYS", "NV4", "NODE", "NODE", "PIX", "X"]]
+HALVES = [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+def test_nvidia_topo_pcie_box_with_nvlink_bridges_nics_and_ansi_header():
+    """Driver 550 on a 2-socket PCIe box: underlined header, ' X ' cells, two NIC rows and
+    columns, the empty cell before GPU NUMA ID, the NIC legend."""
+    text = fixture("nvidia-smi-topo-m-550-pcie-nvlink-pairs.txt")
+    assert "\x1b[4m" in text and "NIC1\t" in text
+    assert gf.parse_nvidia_topo(text) == {"links": PAIRS_LINKS, "numa": HALVES}
+    # the same matrix copied without tabs (whitespace between the cells) reads the same
+    assert gf.parse_nvidia_topo(text.replace("\t", "  ")) == {"links": PAIRS_LINKS, "numa": HALVES}
+
+
+def test_nvidia_topo_old_driver_without_numa_column_and_soc():
+    """Drivers before 450 printed no NUMA Affinity column and called SYS 'SOC'."""
+    old = ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tPHB\tSOC\t0-11\nGPU1\tPHB\t X \tSOC\t0-11\n"
+           "GPU2\tSOC\tSOC\t X \t12-23\n\nLegend:\n\n  X   = Self\n  SOC  = Connection traversing PCIe as well "
+           "as the SMP link between CPU sockets(e.g. QPI)\n")
+    assert gf.parse_nvidia_topo(old) == {"links": [["X", "PHB", "SYS"], ["PHB", "X", "SYS"], ["SYS", "SYS", "X"]],
+                                         "numa": [None, None, None]}
+    one = "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-23\tN/A\t\tN/A\n"
+    assert gf.parse_nvidia_topo(one) == {"links": [["X"]], "numa": [None]}
+
+
+@pytest.mark.parametrize("profile,env,links,numa", [
+    ("h200x8", {}, [["X" if i == j else "NV18" for j in range(8)] for i in range(8)], HALVES),
+    ("h200x8", {"FAKE_GPU_TOPOLOGY": "pairs"}, PAIRS_LINKS, HALVES),
+    ("gb200x4", {}, [["X" if i == j else "NV18" for j in range(4)] for i in range(4)], [0, 0, 1, 1]),
+    ("b200x8", {"FAKE_GPU_TOPOLOGY": "pairs", "FAKE_GPU_COUNT": "4"},
+     [["X", "PIX", "NV4", "SYS"], ["PIX", "X", "SYS", "NV4"], ["NV4", "SYS", "X", "PIX"], ["SYS", "NV4", "PIX", "X"]],
+     [0, 0, 1, 1]),
+])
+def test_the_fake_nvidia_smi_topology_parses(profile, env, links, numa):
+    assert gf.parse_nvidia_topo(_run_fake("nvidia-smi", profile, gf.NVIDIA_TOPO, **env)) == \
+        {"links": links, "numa": numa}
+
+
+def test_the_fake_reads_the_topology_knob_from_the_profile_file(tmp_path):
+    profile = tmp_path / "vllm-fleet-fake-gpu"
+    profile.write_text("h200x8 topology=pairs\n")
+    out = _run_fake("nvidia-smi", "", gf.NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile), FAKE_GPU_TOPOLOGY="")
+    assert gf.parse_nvidia_topo(out)["links"] == PAIRS_LINKS
+    # the environment wins over the file
+    out = _run_fake("nvidia-smi", "", gf.NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile),
+                    FAKE_GPU_TOPOLOGY="nvswitch")
+    assert gf.parse_nvidia_topo(out)["links"][0] == ["X"] + ["NV18"] * 7
+    bad = subprocess.run([sys.executable, str(FAKES / "nvidia-smi"), "topo", "-m"], capture_output=True, text=True,
+                         env=dict(os.environ, FAKE_GPU_PROFILE="h200x8", FAKE_GPU_TOPOLOGY="ring"))
+    assert bad.returncode == 2 and "unknown topology 'ring'" in bad.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "", "No devices were found\n", NO_DRIVER[1],
+    "\tGPU0\tGPU1\tCPU Affinity\n",                                          # header only
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-7\n",                      # a row missing
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-7\nGPU1\tPIX\t X \t0-7\n",  # not symmetric
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\tNV4\tNV4\t0-7\nGPU1\tNV4\tNV4\t0-7\n",   # no X on the diagonal
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tFAST\t0-7\nGPU1\tFAST\t X \t0-7\n",  # not a link word
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \nGPU1\tNV4\t X \t0-7\n",           # a short row
+    "\tGPU0\tGPU2\tCPU Affinity\nGPU0\t X \tNV4\t0-7\nGPU2\tNV4\t X \t0-7\n",  # GPUs not numbered 0..n-1
+    "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-7\nGPU0\tNV4\t X \t0-7\n",  # a row twice
+])
+def test_nvidia_topo_that_is_not_a_complete_matrix_gives_none(text):
+    assert gf.parse_nvidia_topo(text) is None
+
+
+def test_amd_smi_topology_rocm62_links():
+    """4 x MI210, Infinity Fabric Link bridges between 0-1 and 2-3, PCIe otherwise."""
+    topology = gf.parse_amd_smi_topology(fixture("amd-smi-topology-mi210x4-rocm62.json"))
+    assert topology == {"links": [["X", "XGMI", "PCIE", "PCIE"], ["XGMI", "X", "PCIE", "PCIE"],
+                                  ["PCIE", "PCIE", "X", "XGMI"], ["PCIE", "PCIE", "XGMI", "X"]],
+                        "numa": [None] * 4}
+
+
+def test_amd_smi_topology_rocm61_tables_and_unknown_links():
+    """ROCm 6.0/6.1 printed one table per field, keyed gpu_N; N/A becomes UNKNOWN."""
+    doc = [{"gpu": 0, "bdf": "0000:0c:00.0", "weight": {"gpu_0": 0, "gpu_1": 15},
+            "link_type": {"gpu_0": "SELF", "gpu_1": "XGMI"}},
+           {"gpu": 1, "bdf": "0000:22:00.0", "weight": {"gpu_0": 15, "gpu_1": 0},
+            "link_type": {"gpu_0": "N/A", "gpu_1": "SELF"}}]
+    assert gf.parse_amd_smi_topology(json.dumps(doc))["links"] == [["X", "XGMI"], ["UNKNOWN", "X"]]
+
+
+@pytest.mark.parametrize("profile", ["mi300x8", "mi355x8"])
+def test_the_fake_amd_smi_topology_parses_in_both_layouts(profile):
+    out = _run_fake("amd-smi", profile, gf.AMD_SMI_TOPOLOGY)
+    assert out.lstrip().startswith("{" if profile == "mi355x8" else "[")
+    assert gf.parse_amd_smi_topology(out) == {
+        "links": [["X" if i == j else "XGMI" for j in range(8)] for i in range(8)], "numa": [None] * 8}
+    assert gf.parse_amd_smi_numa(_run_fake("amd-smi", profile, gf.AMD_SMI_NUMA)) == dict(enumerate(HALVES))
+
+
+@pytest.mark.parametrize("doc", [
+    "", "not json", {"gpu_data": []}, [{"gpu": 0}],
+    [{"gpu": 0, "links": [{"gpu": 0, "link_type": "SELF"}, {"gpu": 1}]},
+     {"gpu": 1, "links": [{"gpu": 0, "link_type": "XGMI"}, {"gpu": 1, "link_type": "SELF"}]}],   # no link_type
+    [{"gpu": 0, "links": [{"gpu": 0, "link_type": "SELF"}]},
+     {"gpu": 1, "links": [{"gpu": 0, "link_type": "XGMI"}, {"gpu": 1, "link_type": "SELF"}]}],   # a peer missing
+    [{"gpu": 0, "links": [{"gpu": 0, "link_type": "XGMI"}, {"gpu": 1, "link_type": "XGMI"}]},
+     {"gpu": 1, "links": [{"gpu": 0, "link_type": "XGMI"}, {"gpu": 1, "link_type": "SELF"}]}],   # not SELF
+    [{"gpu": 0, "links": []}, {"gpu": 0, "links": []}],                                          # a GPU twice
+    [{"gpu": 1, "links": [{"gpu": 1, "link_type": "SELF"}]}],                                  # not from 0
+])
+def test_amd_smi_topology_that_is_not_a_complete_matrix_gives_none(doc):
+    assert gf.parse_amd_smi_topology(doc if isinstance(doc, str) else json.dumps(doc)) is None
+
+
+def test_amd_smi_numa_prefers_the_affinity():
+    doc = {"gpu_data": [{"gpu": 0, "numa": {"node": 0, "affinity": 1}},
+                        {"gpu": 1, "numa": {"node": 1, "affinity": "N/A"}},
+                        {"gpu": 2, "numa": {"node": "N/A", "affinity": -1}},
+                        {"gpu": 3, "numa": "N/A"}]}
+    assert gf.parse_amd_smi_numa(json.dumps(doc)) == {0: 1, 1: 1, 2: None, 3: None}
+
+
+# ------------------------------------------------------------------------------ AMD render nodes
+
+def test_amd_smi_list_enumeration_and_plain():
+    """`list -e` (ROCm 6.4+) names the render node; without -e only the KFD node id is there."""
+    enum = [{"gpu": 0, "bdf": "0000:0c:00.0", "uuid": "x", "kfd_id": 18421, "node_id": 2, "partition_id": 0,
+             "render": "renderD128", "card": "card0", "hsa_id": 2, "hip_id": 0, "hip_uuid": "GPU-x"},
+            {"gpu": 1, "bdf": "0000:0c:00.1", "uuid": "y", "kfd_id": 48116, "node_id": 3, "partition_id": 1,
+             "render": "N/A", "card": "N/A", "hsa_id": 3, "hip_id": 1, "hip_uuid": "GPU-y"}]
+    assert gf.parse_amd_smi_list(json.dumps({"gpu_data": enum})) == {
+        0: {"render": "/dev/dri/renderD128", "node_id": 2}, 1: {"render": None, "node_id": 3}}
+    plain = [{k: v for k, v in e.items() if k in ("gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id")}
+             for e in enum]
+    assert gf.parse_amd_smi_list(json.dumps(plain)) == {0: {"render": None, "node_id": 2},
+                                                       1: {"render": None, "node_id": 3}}
+    assert gf.parse_amd_smi_list('[{"gpu": 0, "render": 129}, {"gpu": 1, "render": "/dev/dri/renderD130"}]') == {
+        0: {"render": "/dev/dri/renderD129", "node_id": None}, 1: {"render": "/dev/dri/renderD130", "node_id": None}}
+    assert gf.parse_amd_smi_list("") == {} and gf.parse_amd_smi_list("amd-smi: error") == {}
+
+
+KFD_GPU_NODE = """cpu_cores_count 0
+simd_count 1216
+mem_banks_count 1
+caches_count 544
+io_links_count 1
+p2p_links_count 7
+cpu_core_id_base 0
+simd_id_base 2147487744
+max_waves_per_simd 8
+lds_size_in_kb 64
+gds_size_in_kb 0
+num_gws 64
+wave_front_size 64
+array_count 32
+simd_arrays_per_engine 1
+cu_per_simd_array 10
+simd_per_cu 4
+max_slots_scratch_cu 32
+gfx_target_version 90402
+vendor_id 4098
+device_id 29857
+location_id 3072
+domain 0
+drm_render_minor 130
+hive_id 8510523456329837311
+num_sdma_engines 2
+"""
+
+
+def test_kfd_render_minor():
+    assert gf.parse_kfd_render_minor(KFD_GPU_NODE) == 130
+    cpu_node = KFD_GPU_NODE.replace("drm_render_minor 130", "drm_render_minor 0")
+    assert gf.parse_kfd_render_minor(cpu_node) is None
+    assert gf.parse_kfd_render_minor(None) is None and gf.parse_kfd_render_minor("garbage") is None
+
+
+AMD_VERSION_JSON = json.dumps([{"tool": "AMDSMI Tool", "rocm_version": "6.4.0", "amdgpu_version": "6.12.12"}])
+
+
+def _amd_host(extra, files=None):
+    tools = {tuple(gf.AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
+             tuple(gf.AMD_SMI_VERSION): (0, AMD_VERSION_JSON, "")}
+    tools.update(extra)
+    return Host({"amd-smi": tools}, files)
+
+
+LIST_PLAIN = json.dumps([{"gpu": i, "bdf": "0000:%02x:00.0" % (0x0c + 0x16 * i), "uuid": "u%d" % i,
+                          "kfd_id": 1000 + i, "node_id": 2 + i, "partition_id": 0} for i in range(2)])
+
+
+def test_probe_amd_render_nodes_from_list_e_and_topology_with_numa():
+    enum = json.dumps([dict(e, render="renderD%d" % (128 + e["gpu"])) for e in json.loads(LIST_PLAIN)])
+    topo = json.dumps([{"gpu": i, "links": [{"gpu": j, "link_type": "SELF" if i == j else "XGMI"} for j in range(2)]}
+                       for i in range(2)])
+    numa = json.dumps([{"gpu": 0, "numa": {"node": 0, "affinity": 0}}, {"gpu": 1, "numa": {"node": 1, "affinity": 1}}])
+    host = _amd_host({tuple(gf.AMD_SMI_TOPOLOGY): (0, topo, ""), tuple(gf.AMD_SMI_NUMA): (0, numa, ""),
+                      tuple(gf.AMD_SMI_LIST_ENUM): (0, enum, "")})
+    facts, _ = gf.resolve(host.probe())
+    assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+    assert facts["topology"] == {"links": [["X", "XGMI"], ["XGMI", "X"]], "numa": [0, 1]}
+    assert [c[1:] for c in host.calls[2:]] == [gf.AMD_SMI_TOPOLOGY, gf.AMD_SMI_NUMA, gf.AMD_SMI_LIST_ENUM]
+
+
+def test_probe_amd_render_nodes_from_the_kfd_topology_before_rocm_64():
+    refused = (2, "", "amd-smi: error: unrecognized arguments: -e\n")
+    files = {gf.KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE.replace("130", "128"),
+             gf.KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")}
+    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): refused, tuple(gf.AMD_SMI_LIST): (0, LIST_PLAIN, "")}, files)
+    facts, _ = gf.resolve(host.probe())
+    assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+    assert "topology" not in facts  # `amd-smi topology` did not answer: no key, no error
+    # one GPU's node unreadable: no render nodes at all (never a partial map)
+    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): refused, tuple(gf.AMD_SMI_LIST): (0, LIST_PLAIN, "")},
+                     {gf.KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE})
+    assert "render_nodes" not in gf.resolve(host.probe())[0]
+    # two GPUs on one render node (partitions of amd-smi 25.3 in CPX mode): not a per-GPU map
+    same = json.dumps([dict(e, render="renderD128") for e in json.loads(LIST_PLAIN)])
+    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): (0, same, "")})
+    assert "render_nodes" not in gf.resolve(host.probe())[0]
+
+
+def test_probe_amd_fills_a_missing_render_from_the_kfd_topology():
+    """`list -e` answers N/A for one GPU: the KFD node of that GPU fills it in."""
+    enum = json.loads(LIST_PLAIN)
+    enum[0]["render"], enum[1]["render"] = "renderD128", "N/A"
+    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): (0, json.dumps(enum), "")},
+                     {gf.KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")})
+    facts, _ = gf.resolve(host.probe())
+    assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
+    assert gf.AMD_SMI_LIST not in [c[1:] for c in host.calls]
+
+
+def test_the_fake_amd_smi_list_e_maps_render_nodes_and_older_releases_refuse_it():
+    for profile in ("mi300x8", "mi355x8"):
+        listed = gf.parse_amd_smi_list(_run_fake("amd-smi", profile, gf.AMD_SMI_LIST_ENUM))
+        assert [listed[i]["render"] for i in range(8)] == ["/dev/dri/renderD%d" % (128 + i) for i in range(8)]
+    old = subprocess.run([sys.executable, str(FAKES / "amd-smi")] + gf.AMD_SMI_LIST_ENUM, capture_output=True,
+                         text=True, env=dict(os.environ, FAKE_GPU_PROFILE="mi300x8", FAKE_ROCM_VERSION="6.3.1"))
+    assert old.returncode == 2 and "unrecognized arguments: -e" in old.stderr
+    plain = gf.parse_amd_smi_list(_run_fake("amd-smi", "mi300x8", gf.AMD_SMI_LIST, FAKE_ROCM_VERSION="6.3.1"))
+    assert plain[7] == {"render": None, "node_id": 9}
+
+
+def test_probe_nvidia_topology_that_does_not_fit_is_left_out():
+    base = {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}
+    for answer in (NO_DRIVER, (0, TOPO_2_NODE, ""), (0, "garbled\n", "")):   # fails, 2 GPUs of 8, unreadable
+        tools = dict(base)
+        tools[tuple(gf.NVIDIA_TOPO)] = answer
+        facts, _ = gf.resolve(Host({"nvidia-smi": tools}).probe())
+        assert facts["hardware"] == "h100" and facts["count"] == 8 and "topology" not in facts
+
+
+# ------------------------------------------------------------------------------ CPUs and NUMA nodes
+
+def test_cpulist():
+    assert gf.parse_cpulist("0-47,96-143\n") == list(range(48)) + list(range(96, 144))
+    assert gf.parse_cpulist("3") == [3] and gf.parse_cpulist("\n") == [] and gf.parse_cpulist(None) is None
+    assert gf.parse_cpulist("0-3,x") is None and gf.parse_cpulist("5-2") is None
+
+
+NODE = "/sys/devices/system/node"
+
+
+def test_probe_cpus_two_sockets_restricted_to_the_affinity():
+    files = {NODE + "/node0/cpulist": "0-3,8-11\n", NODE + "/node1/cpulist": "4-7,12-15\n",
+             NODE + "/node2/cpulist": "\n"}                    # a memory-only node (CXL, HBM)
+    dirs = {NODE: ["node1", "node0", "node2", "possible", "online", "has_cpu", "power", "uevent"]}
+    cpus, nodes = gf.probe_cpus(files.get, dirs.get, lambda: set(range(16)))
+    assert cpus == list(range(16)) and nodes == {"0": [0, 1, 2, 3, 8, 9, 10, 11], "1": [4, 5, 6, 7, 12, 13, 14, 15]}
+    assert list(nodes) == ["0", "1"]
+    # a cpuset of 0-5: node 1 keeps what it may use
+    cpus, nodes = gf.probe_cpus(files.get, dirs.get, lambda: {5, 0, 1, 2, 3, 4})
+    assert cpus == [0, 1, 2, 3, 4, 5] and nodes == {"0": [0, 1, 2, 3], "1": [4, 5]}
+    # a cpuset inside node 0 only: node 1 is left out
+    assert gf.probe_cpus(files.get, dirs.get, lambda: {8, 9}) == ([8, 9], {"0": [8, 9]})
+
+
+def test_probe_cpus_without_numa_sysfs():
+    assert gf.probe_cpus({}.get, {}.get, lambda: range(4)) == ([0, 1, 2, 3], {"0": [0, 1, 2, 3]})
+    unreadable = {NODE: ["node0"]}
+    assert gf.probe_cpus({NODE + "/node0/cpulist": "garbage"}.get, unreadable.get, lambda: {0, 1}) == \
+        ([0, 1], {"0": [0, 1]})
+
+
+def test_probe_reports_cpus_on_cpu_hosts_too():
+    files = {"/proc/cpuinfo": CPUINFO, NODE + "/node0/cpulist": "0-1", NODE + "/node1/cpulist": "2-3"}
+    facts, _ = gf.resolve(Host(files=files, dirs={NODE: ["node0", "node1"]}).probe())
+    assert (facts["vendor"], facts["hardware"]) == ("cpu", "xeon6")
+    assert facts["cpus"] == [0, 1, 2, 3] and facts["numa_nodes"] == {"0": [0, 1], "1": [2, 3]}
+    assert "topology" not in facts and "render_nodes" not in facts
+
+
+def test_the_real_affinity_and_listing():
+    """The defaults the module uses on a host: this machine's affinity and sysfs."""
+    cpus, nodes = gf.probe_cpus(gf._read_text, gf._list_dir, gf._affinity)
+    assert cpus == sorted(os.sched_getaffinity(0))
+    assert nodes and all(key.isdigit() and cs and set(cs) <= set(cpus) for key, cs in nodes.items())
+    if not os.path.isdir("/sys/devices/system/node"):
+        assert nodes == {"0": cpus}
+    assert gf._list_dir("/nonexistent/dir") is None
+
+
 # ------------------------------------------------------------------------------ end to end
 
 
@@ -608,10 +934,12 @@ else:
     print("| NVIDIA-SMI 550.90.07   Driver Version: 550.90.07   CUDA Version: 12.4 |")
 """
 
-# name -> (bin dirs, FAKE_GPU_PROFILE, module args)
+# name -> (bin dirs, FAKE_GPU_PROFILE, module args[, the profile file's text])
 E2E = {
     "h200x8": (["fakes"], "h200x8", {"require_gpu": True, "_ansible_check_mode": True}),
+    "h200x8-pairs": (["fakes"], "", {}, "h200x8 topology=pairs\n"),
     "mi300x8": (["fakes"], "mi300x8", {}),
+    "mi355x8": (["fakes"], "mi355x8", {}),
     "none": (["fakes"], "none", {"amd_smi_path": "/nonexistent/amd-smi"}),
     "unknown-gpu": (["a100"], "", {}),
     "explicit-hardware": (["fakes"], "h200x8", {"hardware": "h100"}),
@@ -629,11 +957,14 @@ def e2e(tmp_path_factory):
     }
     python_bin = _python_bin(tmp)
     procs = {}
-    for name, (bins, profile, args) in E2E.items():
+    for name, (bins, profile, args, *profile_file) in E2E.items():
         args_file = tmp / f"{name}.json"
         args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}), encoding="utf-8")
+        # the fakes read no /etc/vllm-fleet-fake-gpu of this machine
+        (tmp / f"{name}.profile").write_text(profile_file[0] if profile_file else "", encoding="utf-8")
         env = {"PATH": os.pathsep.join([str(dirs[b]) for b in bins] + [str(python_bin)]),
-               "FAKE_GPU_PROFILE": profile, "HOME": str(tmp), "LANG": "C.UTF-8"}
+               "FAKE_GPU_PROFILE": profile, "FAKE_GPU_PROFILE_FILE": str(tmp / f"{name}.profile"),
+               "HOME": str(tmp), "LANG": "C.UTF-8"}
         procs[name] = subprocess.Popen([sys.executable, str(MODULE_PATH), str(args_file)], env=env,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
@@ -655,6 +986,28 @@ def test_e2e_h200x8(e2e):
     assert facts["names"] == ["NVIDIA H200"] * 8 and facts["memory_mib"] == [143771] * 8
     assert (facts["driver_version"], facts["cuda_version"], facts["source"]) == ("570.133.20", "12.8", "nvidia-smi")
     assert facts["total_memory_gib"] == 1123.2 and len(facts["bus_ids"]) == 8
+    # NVSwitch: every pair NV18, GPUs 0-3 on NUMA node 0, 4-7 on 1; no render nodes on NVIDIA
+    assert facts["topology"] == {"links": [["X" if i == j else "NV18" for j in range(8)] for i in range(8)],
+                                 "numa": HALVES}
+    assert "render_nodes" not in facts
+    # the module's own CPUs (it inherits this process's affinity) and their NUMA nodes
+    assert facts["cpus"] == sorted(os.sched_getaffinity(0))
+    assert facts["numa_nodes"] and all(cs and set(cs) <= set(facts["cpus"]) for cs in facts["numa_nodes"].values())
+
+
+def test_e2e_h200x8_nvlink_pairs_from_the_profile_file(e2e):
+    facts = e2e["h200x8-pairs"]["ansible_facts"]["vllm_fleet_gpu"]
+    assert (facts["hardware"], facts["count"]) == ("h200", 8)
+    assert facts["topology"] == {"links": PAIRS_LINKS, "numa": HALVES}
+
+
+@pytest.mark.parametrize("name,rocm", [("mi300x8", "6.4.0"), ("mi355x8", "7.0.2")])
+def test_e2e_amd_topology_and_render_nodes(e2e, name, rocm):
+    facts = e2e[name]["ansible_facts"]["vllm_fleet_gpu"]
+    assert (facts["vendor"], facts["count"], facts["rocm_version"]) == ("amd", 8, rocm)
+    assert facts["topology"] == {"links": [["X" if i == j else "XGMI" for j in range(8)] for i in range(8)],
+                                 "numa": HALVES}
+    assert facts["render_nodes"] == ["/dev/dri/renderD%d" % (128 + i) for i in range(8)]
 
 
 def test_e2e_mi300x8(e2e):
