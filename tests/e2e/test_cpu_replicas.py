@@ -30,8 +30,11 @@ COMMON = {
     "vllm_fleet_health_timeout": 400,
     "vllm_fleet_health_interval": 1,
     "vllm_fleet_services_wheelhouse": "/srv/wheels",
+    # no torch.compile warm-up (minutes on one core, at every start of a replica)
+    "vllm_fleet_extra_args": ["--enforce-eager"],
 }
 HOST_VARS = {"cpurep-a": {"vllm_fleet_replicas_per_host": 2}, "cpurep-r": {"vllm_fleet_role": "router"}}
+UPDATE = ["--enforce-eager", "--max-model-len", "256"]
 NAMES = ("vllm-fleet-minilm-rep-r0", "vllm-fleet-minilm-rep-r1")
 
 
@@ -67,7 +70,7 @@ def test_two_cpu_replicas_on_their_own_cores_both_answer_then_roll_under_load(cp
         c = docker_inspect(name)
         assert c is not None and c["State"]["Running"], (name, run.out[-2000:])
         first[name] = c["Id"]
-        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == ARGV + ["--port", str(8000 + i)]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == ARGV + ["--enforce-eager", "--port", str(8000 + i)]
         env = dict(e.split("=", 1) for e in c["Config"]["Env"])
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(cores[i]), env
         assert c["HostConfig"]["CpusetCpus"] == str(cores[i])
@@ -82,14 +85,14 @@ def test_two_cpu_replicas_on_their_own_cores_both_answer_then_roll_under_load(cp
     # a changed flag under load: r0 (the canary), then r1, each out of the router while it switches
     load = Load(cpurep, "cpurep", "minilm", router="cpurep-r", kind="embedding", rate=4)
     update = playbook("deploy.yml", cpurep.inventory, "-l", "cpurep",
-                      "-e", json.dumps({"vllm_fleet_extra_args": ["--max-model-len", "256"]}))
+                      "-e", json.dumps({"vllm_fleet_extra_args": UPDATE}))
     stats = load.stop(capsys)
     assert update.rc == 0, update
     assert stats["failed"] == 0 and stats["requests"] >= 30, stats
     assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
     for i, name in enumerate(NAMES):
         c = docker_inspect(name)
-        assert c["Id"] != first[name] and c["Config"]["Cmd"][-4:] == ["--max-model-len", "256", "--port", str(8000 + i)]
+        assert c["Id"] != first[name] and c["Config"]["Cmd"][-5:] == UPDATE + ["--port", str(8000 + i)]
         assert _allowed_cores(c) == str(cores[i])
         assert docker_inspect(name + "-prev") is None
     with capsys.disabled():
