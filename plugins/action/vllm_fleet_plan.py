@@ -194,7 +194,8 @@ def _group_conflicts(hostvars, names):
             problems.append(f"{name}: vllm_fleet_recipe/vllm_fleet_deployment: the host is in {len(groups)} "
                             f"deployment groups ({', '.join(sorted(groups))}) that choose different recipes or "
                             f"deployments; Ansible would silently keep one. A host belongs to one deployment: "
-                            f"move it, or use vllm_fleet_gpus (issue: several deployments per host) once available")
+                            f"move it, or give each deployment its own inventory host with the machine's ansible_host "
+                            f"and its own vllm_fleet_gpus (several deployments on one machine)")
     return problems
 
 

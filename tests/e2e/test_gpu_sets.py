@@ -49,7 +49,7 @@ def machine(make_fleet):
     extra.write_text(json.dumps(doc, indent=2) + "\n")
     made.inventory.append(str(extra))
     yield made
-    playbook("teardown.yml", made.inventory, "-l", "shared:third")
+    playbook("teardown.yml", made.inventory, "-l", "shared")
 
 
 def test_two_deployments_serve_on_disjoint_gpus_of_one_machine(machine):
@@ -85,7 +85,7 @@ def test_tp2_replicas_take_the_gpu_pairs_the_topology_prefers(machine):
     """The machine's FAKE nvidia-smi reports a PCIe box whose GPUs are NVLink-bridged 0-4, 1-5,
     2-6, 3-7 (`topology=pairs`): the seed at TP 2 with auto replicas is 4 servers, each on an
     NVLink pair (not the consecutive 0-1, 2-3, ...), ports 8000-8003, all serving."""
-    down = playbook("teardown.yml", machine.inventory, "-l", "shared:third")
+    down = playbook("teardown.yml", machine.inventory, "-l", "shared")   # (third was refused: never deployed)
     assert down.rc == 0, down
     gpu_m = machine.container("gpu-m")
     assert host_exec(gpu_m, ["sh", "-c", "echo 'h200x8 topology=pairs' > /etc/vllm-fleet-fake-gpu"]).returncode == 0
