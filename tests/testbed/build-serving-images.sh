@@ -35,6 +35,9 @@
 #                   /health and /v1/models) | serve (also serve MiniLM
 #                   from the CPU image and a stand-in, --network none, until /health and
 #                   /v1/models answer; about 2 x 60 s) | none
+#                   The quick check is skipped when the same image ids (and this script)
+#                   passed it before (stamp in CACHE_DIR; VERIFY_FORCE=1 checks again): it
+#                   loads vLLM 4 times, ~50 s at every setup.sh (e2e, molecule, demo).
 #   CACHE_DIR       build contexts are made under it (default /var/cache/vllm-fleet)
 # Needs: a running engine (tests/testbed/docker-engine.sh), vllm-fleet/vllm-base:bookworm (built here
 # via tests/testbed/build-images.sh when missing), root.
@@ -343,9 +346,29 @@ for img in $IMAGES; do
         *) echo "unknown image '$img' (cpu cuda rocm)" >&2; exit 2 ;;
     esac
 done
+# images ids + this script + the wrapper: what a passed quick check speaks for
+verified_key() {
+    local img ids=()
+    for img in $IMAGES; do
+        case $img in cpu) ids+=("$(docker image inspect -f '{{.Id}}' "$CPU_REF")") ;;
+                     *) ids+=("$(docker image inspect -f '{{.Id}}' "${STANDIN_REF[$img]}")") ;; esac
+    done
+    cat "${BASH_SOURCE[0]}" "$WRAPPER" "$LIGHT_SERVER" | sha256sum | cut -c1-16 | { read -r h; echo "${ids[*]} $h" | sha256sum | cut -c1-16; }
+}
+VERIFIED_STAMP=$CACHE_DIR/serving-images-verified
+verify_quick_cached() {
+    local key; key=$(verified_key)
+    if [[ ${VERIFY_FORCE:-0} != 1 && -f $VERIFIED_STAMP && $(cat "$VERIFIED_STAMP") == "$key" ]]; then
+        log "quick checks passed before for these image ids (stamp $key); skip (VERIFY_FORCE=1 to re-check)"
+        return 0
+    fi
+    rm -f "$VERIFIED_STAMP"
+    verify_quick
+    echo "$key" > "$VERIFIED_STAMP"
+}
 case $VERIFY in
     none) ;;
-    quick) verify_quick ;;
+    quick) verify_quick_cached ;;
     serve) verify_quick; verify_serve ;;
     *) echo "VERIFY must be quick, serve or none" >&2; exit 2 ;;
 esac

