@@ -174,8 +174,10 @@ def molecule(session: nox.Session) -> None:
     # the engine package from this checkout (the filters and the plan action import it); every
     # run, since the cached venv may point at another checkout
     session.run(str(MOLECULE_VENV / "bin" / "pip"), "install", "-q", "--no-deps", "-e", str(ROOT), external=True)
+    # pipelining as in the repo's ansible.cfg: one `docker exec` per task instead of four (tmp
+    # dir, copy, run, clean up); measured on the uv scenario: about a third of its time
     env = {"PATH": f"{MOLECULE_VENV / 'bin'}:{os.environ.get('PATH', '')}", "PY_COLORS": "0",
-           "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1"}
+           "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1", "ANSIBLE_PIPELINING": "True"}
     results = []
     for role in scenarios:
         start = time.monotonic()
