@@ -12,7 +12,8 @@ import sys
 # (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
 # not controller-side plugins.
 try:
-    from vllm_fleet.plan import flag_values, gpu_ranges
+    from vllm_fleet.planargv import flag_values
+    from vllm_fleet.topology import ranges as gpu_ranges
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 # (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
 # not controller-side plugins.
 try:
-    from vllm_fleet.plan import rollout as _rollout
-    from vllm_fleet.plan import rollout_batches
+    from vllm_fleet.rollout import rollout as _rollout
+    from vllm_fleet.rollout import rollout_batches
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc

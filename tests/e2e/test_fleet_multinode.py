@@ -24,7 +24,7 @@ from helpers import ROOT, docker_inspect, host_exec, host_http, host_http_ok, pl
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 from vllm_fleet import loader, select  # noqa: E402
-from vllm_fleet.plan import substitute  # noqa: E402
+from vllm_fleet.planargv import substitute  # noqa: E402
 from vllm_fleet.render import Request, resolve  # noqa: E402
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from vllm_fleet import loader
-from vllm_fleet.plan import HostInput, plan, rollout
+from vllm_fleet.plan import HostInput, plan
+from vllm_fleet.rollout import rollout
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "inventories" / "example"

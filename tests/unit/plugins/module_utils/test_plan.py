@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from vllm_fleet import loader
-from vllm_fleet.plan import HostInput, PlanError, flag_values_list, plan, plan_fleet, rollout, substitute
+from vllm_fleet.plan import HostInput, PlanError, plan, plan_fleet
+from vllm_fleet.planargv import flag_values_list, substitute
+from vllm_fleet.rollout import rollout
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -380,7 +382,7 @@ def test_host_env_may_differ_per_host_and_wins(cat):
 
 
 def test_process_names_come_from_one_function():
-    from vllm_fleet.plan import process_name
+    from vllm_fleet.planmodel import process_name
 
     assert process_name("minilm") == "vllm-fleet-minilm"
     assert process_name("dsv3-pd", "prefill0") == "vllm-fleet-dsv3-pd-prefill0"
@@ -482,7 +484,7 @@ def test_units_and_rocm_containers_see_their_gpus_through_the_variable(cat):
 
 
 def test_gpu_ranges():
-    from vllm_fleet.plan import gpu_ranges
+    from vllm_fleet.topology import ranges as gpu_ranges
     assert gpu_ranges([0, 1, 2, 3, 6, 8, 9]) == "0-3,6,8-9" and gpu_ranges([4]) == "4"
 
 

@@ -1,0 +1,189 @@
+"""Reading and adjusting vLLM argv lists: flag values, placeholders, the listen address and
+port, the health probe's kind and host, flags a pinned vLLM removed, the router's renames."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .render import as_list, as_map
+from .shell import dedupe
+from .planmodel import DEFAULT_PORT, version_tuple
+
+
+PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
+
+# Flags vLLM removed, with the first release that rejects them (checked against the
+# pinned version; "latest"/"nightly" images are treated as the newest release).
+REMOVED_FLAGS: Dict[str, str] = {
+    "--disable-log-requests": "0.12.0",
+}
+
+# The recipes' Mooncake router line uses --backend-url, which vllm-router (0.1.x, the PyPI
+# package the recipe installs) rejects; its equivalent is one --worker-urls list.
+ROUTER_FLAG_RENAMES = {"--backend-url": "--worker-urls"}
+
+
+def substitute(text: str, values: Mapping[str, str]) -> Tuple[str, List[str]]:
+    """Replace ``$NAME`` placeholders (not followed by [A-Z0-9_]); return leftovers."""
+    missing: List[str] = []
+
+    def repl(match: "re.Match[str]") -> str:
+        name = match.group(1)
+        if name in values:
+            return str(values[name])
+        missing.append(name)
+        return match.group(0)
+
+    return PLACEHOLDER.sub(repl, text), missing
+
+
+def gpus_per_node(argv: Sequence[str], nodes: int) -> int:
+    """GPUs one node of a rendered vLLM command uses: TP x PP x DP over the instance's nodes
+    (``--data-parallel-size-local`` counts when given)."""
+    tp = _alias_int(argv, ("--tensor-parallel-size", "-tp"), 1)
+    pp = _alias_int(argv, ("--pipeline-parallel-size", "-pp"), 1)
+    local = _alias_int(argv, ("--data-parallel-size-local", "-dpl"), 0)
+    if local:
+        return tp * local * max(1, pp // max(nodes, 1))
+    dp = _alias_int(argv, ("--data-parallel-size", "-dp"), 1)
+    total = tp * pp * dp
+    return -(-total // max(nodes, 1))
+
+
+def health_kind(recipe: Mapping[str, Any], argv: Sequence[str]) -> str:
+    tasks = as_list(as_map(recipe.get("meta")).get("tasks"))
+    if "embedding" in tasks or "pooling" in argv or "embed" in argv:
+        return "embedding"
+    return "completion"
+
+
+def listen_address(listen: Optional[str]) -> Optional[str]:
+    """The ``--host`` a vllm_fleet_listen value asks for (None: vLLM's default, every interface)."""
+    if not listen or listen == "all":
+        return None
+    return "127.0.0.1" if listen == "localhost" else str(listen)
+
+
+def customize(argv: List[str], settings: Mapping[str, Any], role: str, listen: Optional[str] = None) -> List[str]:
+    """Operator additions, appended so they win the last-wins dedupe."""
+    out = list(argv)
+    extra: List[str] = []
+    bind = listen_address(listen)
+    if bind and "--headless" not in out:
+        extra += ["--host", bind]
+    model_path = settings.get("model_path")
+    if model_path:
+        out[2] = str(model_path)
+        extra += ["--served-model-name", str(settings.get("served_model_name") or argv[2])]
+    elif settings.get("served_model_name"):
+        extra += ["--served-model-name", str(settings["served_model_name"])]
+    port = settings.get("port")
+    if port and role in ("single", "head") and int(port) != DEFAULT_PORT:
+        extra += ["--port", str(int(port))]
+    extra += [str(a) for a in as_list(settings.get("extra_args"))]
+    if not extra:
+        return out
+    return out[:3] + dedupe(out[3:] + extra)
+
+
+def flag_values(argv: Sequence[str], flag: str) -> List[str]:
+    """Values an argv gives a flag (``--flag V`` and ``--flag=V``), in order."""
+    out: List[str] = []
+    argv = [str(a) for a in argv]
+    for i, tok in enumerate(argv):
+        if tok == flag and i + 1 < len(argv):
+            out.append(argv[i + 1])
+        elif tok.startswith(flag + "="):
+            out.append(tok.split("=", 1)[1])
+    return out
+
+
+def _alias_int(argv: Sequence[str], flags: Sequence[str], default: int) -> int:
+    """The last numeric value any of ``flags`` (one option's aliases, e.g. ``--tensor-parallel-size``
+    and ``-tp``) is given: vLLM's parser keeps the last, whichever spelling it used."""
+    value = default
+    argv = [str(a) for a in argv]
+    for i, tok in enumerate(argv):
+        for flag in flags:
+            given = argv[i + 1] if tok == flag and i + 1 < len(argv) else \
+                tok.split("=", 1)[1] if tok.startswith(flag + "=") else None
+            if given is not None and given.isdigit():
+                value = int(given)
+    return value
+
+
+def int_flag(argv: Sequence[str], flag: str, default: int) -> int:
+    """The flag's last numeric value (last wins, as in vLLM's parser), else ``default``."""
+    numbers = [v for v in flag_values(argv, flag) if v.isdigit()]
+    return int(numbers[-1]) if numbers else default
+
+
+def check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], version: Optional[str],
+                    argv: Sequence[str], where: str) -> List[str]:
+    problems = []
+    need = variant.get("min_vllm_version") or as_map(recipe.get("model")).get("min_vllm_version")
+    have = version_tuple(version)
+    if have and need and version_tuple(need) and have < version_tuple(need):
+        problems.append(f"{where}: vllm_fleet_vllm_version {version} is older than the recipe's "
+                        f"min_vllm_version {need}")
+    for flag, removed in REMOVED_FLAGS.items():
+        if flag in argv and (have is None or have >= version_tuple(removed)):
+            shown = version or "latest"
+            problems.append(f"{where}: vllm_fleet_extra_args: flag {flag} was removed in vLLM {removed} "
+                            f"and vLLM {shown} "
+                            f"rejects it: drop it from vllm_fleet_extra_args (or pin an older vllm_fleet_vllm_version)")
+    return problems
+
+
+def router_argv(argv: List[str]) -> List[str]:
+    """Renamed router flags (ROUTER_FLAG_RENAMES), each given once with all its values at the
+    position of its first use (vllm-router's list flags keep only their last occurrence)."""
+    values: Dict[str, List[str]] = {}
+    out: List[str] = []
+    i = 0
+    while i < len(argv):
+        new = ROUTER_FLAG_RENAMES.get(argv[i])
+        if new and i + 1 < len(argv):
+            if new not in values:
+                values[new] = []
+                out.append(new)
+            values[new].append(argv[i + 1])
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return [tok for flag in out for tok in [flag] + values.get(flag, [])]
+
+
+_ANY_ADDRESS = (None, "0.0.0.0", "::", "[::]")
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def bind_of(argv: Sequence[str]) -> Optional[str]:
+    """The address a server's argv binds (``--host``, last wins); None: every interface."""
+    given = flag_values(argv, "--host")
+    return None if not given or given[-1] in _ANY_ADDRESS else given[-1]
+
+
+def probe_host_of(argv: Sequence[str]) -> str:
+    """Where the host's own probes (health gate, state, drain) reach a server: loopback unless
+    the server binds one other address (then that one, bracketed when IPv6)."""
+    bind = bind_of(argv)
+    if bind is None or bind in LOOPBACK:
+        return "[::1]" if bind in ("::1", "[::1]") else "127.0.0.1"
+    return f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
+
+
+def flag_values_list(argv: Sequence[str], flag: str) -> List[str]:
+    """The values of a list flag (``--flag A B C``, up to the next ``--option``)."""
+    argv = [str(a) for a in argv]
+    if flag not in argv:
+        return []
+    out = []
+    for tok in argv[argv.index(flag) + 1:]:
+        if tok.startswith("--"):
+            break
+        out.append(tok)
+    return out

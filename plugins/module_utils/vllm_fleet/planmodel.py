@@ -1,0 +1,133 @@
+"""The planner's vocabulary: its error, a host's input, slots and the deployment being placed,
+names and hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .contract import NAME_RE
+from .render import Process, Request
+
+
+DEFAULT_PORT = 8000
+
+ROCM_BRAND_KEYS = ("amd",)
+
+CONFIG_ROOT = "/etc/vllm-fleet"
+
+
+class PlanError(ValueError):
+    """Problems found while planning; each line names the host and the field."""
+
+    def __init__(self, problems: Sequence[str]):
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+@dataclass
+class HostInput:
+    name: str
+    settings: Dict[str, Any]
+    address: Optional[str] = None
+    iface: Optional[str] = None
+    gpu: Dict[str, Any] = field(default_factory=dict)
+    instance: Optional[str] = None
+    node_rank: Optional[int] = None
+    roles: List[str] = field(default_factory=list)
+    machine: Optional[str] = None   # the machine the host is (ansible_host): port clashes are per machine
+    addresses: List[str] = field(default_factory=list)   # the host's IPv4 addresses (facts), when known
+    # the GPU-count and GPU-memory checks against the host's facts (vllm_fleet_preflight_check_*)
+    check_gpus: bool = True
+    check_vram: bool = True
+
+
+def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
+    match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", str(text or ""))
+    if not match:
+        return None
+    return tuple(int(g or 0) for g in match.groups())
+
+
+def image_version(image: Optional[str]) -> Optional[str]:
+    """The vLLM version an image tag pins (``...:v0.25.0`` -> ``0.25.0``), else None."""
+    if not image or ":" not in image:
+        return None
+    tag = image.rsplit(":", 1)[1]
+    return tag.lstrip("v") if version_tuple(tag) else None
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:48]
+
+
+def process_name(deployment: str, *parts: str) -> str:
+    """The one place container and unit names come from: ``vllm-fleet-<deployment>[-part...]``
+    (the deployment name was checked against the contract's pattern; parts are the bundle's own
+    words). Refuses anything else, so no caller can build a name from an unchecked value."""
+    if not NAME_RE.match(deployment) or ".." in deployment or \
+            not all(re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", p) for p in parts):
+        raise PlanError([f"vllm_fleet_deployment: {deployment!r} {parts!r} is not a safe name"])
+    return "-".join(("vllm-fleet", deployment) + parts)
+
+
+def default_deployment(hf_id: str, hardware: Optional[str]) -> str:
+    """Deployment name when the inventory sets none: recipe repo + hardware."""
+    return slug(hf_id.split("/")[-1] + ("-" + hardware if hardware else ""))
+
+
+def plan_hash(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def secret_digest(key: bytes, secrets: Mapping[str, str]) -> str:
+    """Keyed digest (HMAC-SHA256) of the secret values: a rotated secret changes the plan hash,
+    and the hash (stored on hosts, in container labels) reveals nothing about the values."""
+    body = json.dumps(dict(sorted(secrets.items())), sort_keys=True).encode()
+    return hmac.new(key, body, hashlib.sha256).hexdigest()[:16]
+
+
+@dataclass
+class Slot:
+    """One process placed on one host."""
+
+    host: HostInput
+    proc: Process
+    phase: str                      # services | engine | router (the order they start in)
+    unit: Optional[str]             # engine failure/rollout unit ("i0", "pd"); None for services
+    unit_index: Optional[int]
+    unit_hosts: List[str]
+    head: HostInput
+    rank: int
+    values: Dict[str, str]          # placeholder values for this process
+    name: str
+    # a replica (vllm_fleet_replicas_per_host > 1): its index, GPU set (GPU hosts) or CPU sets
+    # (CPU hosts: one set of cores per tensor/pipeline rank), and port
+    replica: Optional[int] = None
+    gpus: Optional[List[int]] = None
+    cpus: Optional[List[List[int]]] = None
+    port: Optional[int] = None
+
+
+@dataclass
+class Deployment:
+    """What every process of one deployment shares."""
+
+    settings: Dict[str, Any]
+    recipe: Dict[str, Any]
+    variant: Dict[str, Any]
+    req: Request
+    deploy_type: str
+    profile: Dict[str, Any]
+    name: str
+    runtime: str
+    store: Optional[Dict[str, Any]]
+    values: Dict[str, str]
+    problems: List[str]
+
+    def config_path(self, file: str) -> str:
+        return f"{CONFIG_ROOT}/{self.name}/{file}"
