@@ -1,8 +1,12 @@
 """Replicas on a CPU host, with the REAL model: the CPU recipe (all-MiniLM-L6-v2, the locally
 built vllm-cpu image) as 2 replicas on one CPU test host (vllm_fleet_replicas_per_host: 2), each
 bound to its own core (docker cpuset + VLLM_CPU_OMP_THREADS_BIND), behind the deployment's REAL
-vllm-router on a second host. Both answer embeddings; then a changed flag rolls over the replicas
-one at a time under a bounded client load through the router: 0 failed requests.
+vllm-router on a second host. Both answer embeddings and the router lists both.
+
+Rolling replicas one at a time under a client load through the router (0 failed requests) is
+tested with light stand-ins in test_rolling_update.py (the same replica, drain and router code;
+a rolling update of real vLLM servers behind vllm-router is measured by `nox -s bench_rollout`):
+here it cost 216 s of CI for no path the stand-ins miss.
 
 The testbed's hosts see this machine's cores (2 here, one NUMA node): a core each.
 """
@@ -10,11 +14,10 @@ The testbed's hosts see this machine's cores (2 here, one NUMA node): a core eac
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
-from helpers import MINILM, MINILM_DIR, ROOT, Load, docker_inspect, host_exec, host_http, playbook
+from helpers import MINILM, MINILM_DIR, docker_inspect, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +37,6 @@ COMMON = {
     "vllm_fleet_extra_args": ["--enforce-eager"],
 }
 HOST_VARS = {"cpurep-a": {"vllm_fleet_replicas_per_host": 2}, "cpurep-r": {"vllm_fleet_role": "router"}}
-UPDATE = ["--enforce-eager", "--max-model-len", "256"]
 NAMES = ("vllm-fleet-minilm-rep-r0", "vllm-fleet-minilm-rep-r1")
 
 
@@ -45,10 +47,6 @@ def cpurep(make_fleet):
     with open(hv, "w") as fh:
         fh.write(json.dumps({"all": {"hosts": HOST_VARS}}, indent=2) + "\n")
     made.inventory.append(hv)
-    router = made.container("cpurep-r")
-    assert host_exec(router, ["mkdir", "-p", "/opt/load"]).returncode == 0
-    subprocess.run(["docker", "cp", str(ROOT / "tests" / "e2e" / "load_client.py"),
-                    f"{router}:/opt/load/load_client.py"], check=True)
     yield made
     playbook("teardown.yml", made.inventory, "-l", "cpurep")
 
@@ -59,17 +57,15 @@ def _allowed_cores(container: dict) -> str:
     return next(line.split()[1] for line in status.splitlines() if line.startswith("Cpus_allowed_list:"))
 
 
-def test_two_cpu_replicas_on_their_own_cores_both_answer_then_roll_under_load(cpurep, capsys):
+def test_two_cpu_replicas_on_their_own_cores_both_answer(cpurep, capsys):
     cores = sorted(__import__("os").sched_getaffinity(0))
     assert len(cores) >= 2, "this test needs 2 cores"
     run = playbook("deploy.yml", cpurep.inventory, "-l", "cpurep")
     assert run.rc == 0, run
     host = cpurep.container("cpurep-a")
-    first = {}
     for i, name in enumerate(NAMES):
         c = docker_inspect(name)
         assert c is not None and c["State"]["Running"], (name, run.out[-2000:])
-        first[name] = c["Id"]
         assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == ARGV + ["--enforce-eager", "--port", str(8000 + i)]
         env = dict(e.split("=", 1) for e in c["Config"]["Env"])
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(cores[i]), env
@@ -82,19 +78,5 @@ def test_two_cpu_replicas_on_their_own_cores_both_answer_then_roll_under_load(cp
                                                    "'http://127.0.0.1:8000/list_workers').read().decode())"])
     address = cpurep.hosts["cpurep-a"]["ip"]
     assert sorted(json.loads(out.stdout)["urls"]) == [f"http://{address}:{p}" for p in (8000, 8001)], out.stdout
-    # a changed flag under load: r0 (the canary), then r1, each out of the router while it switches
-    load = Load(cpurep, "cpurep", "minilm", router="cpurep-r", kind="embedding", rate=4)
-    update = playbook("deploy.yml", cpurep.inventory, "-l", "cpurep",
-                      "-e", json.dumps({"vllm_fleet_extra_args": UPDATE}))
-    stats = load.stop(capsys)
-    assert update.rc == 0, update
-    assert stats["failed"] == 0 and stats["requests"] >= 30, stats
-    assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
-    for i, name in enumerate(NAMES):
-        c = docker_inspect(name)
-        assert c["Id"] != first[name] and c["Config"]["Cmd"][-5:] == UPDATE + ["--port", str(8000 + i)]
-        assert _allowed_cores(c) == str(cores[i])
-        assert docker_inspect(name + "-prev") is None
     with capsys.disabled():
-        print(f"\ncpu replicas: deploy 2 in {run.seconds:.0f} s, a rolling update of 2 under load in "
-              f"{update.seconds:.0f} s")
+        print(f"\ncpu replicas: deploy 2 in {run.seconds:.0f} s")
