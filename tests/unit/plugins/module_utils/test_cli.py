@@ -213,6 +213,20 @@ def test_plan_command_prints_every_hosts_plan_of_an_inventory_group(monkeypatch,
     assert plans["h200-23"]["processes"][0]["name"] == "vllm-fleet-dsv3-pd-decode0"
 
 
+def test_plan_command_layers_several_inventories(monkeypatch, capsys, tmp_path):
+    _with_ansible_inventory(monkeypatch)
+    root = Path(__file__).resolve().parents[4]
+    base, extra = tmp_path / "base.yml", tmp_path / "extra.yml"
+    base.write_text("all:\n  hosts:\n    cpu-1: {vllm_fleet_recipe: sentence-transformers/all-MiniLM-L6-v2, "
+                    "vllm_fleet_hardware: xeon6, vllm_fleet_port: 18000, ansible_host: 192.0.2.9}\n")
+    extra.write_text("all:\n  hosts:\n    cpu-1: {vllm_fleet_port: 18001}\n")
+    argv = ["plan", "--recipes", str(root / "recipes"), "-i", str(base), "--limit", "cpu-1"]
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["cpu-1"]["processes"][0]["port"] == 18000
+    assert cli.main(argv + ["-i", str(extra)]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu-1"]["processes"][0]["port"] == 18001
+
+
 def test_plan_command_refuses_a_broken_inventory(monkeypatch, capsys, tmp_path):
     _with_ansible_inventory(monkeypatch)
     inv = tmp_path / "hosts.yml"
