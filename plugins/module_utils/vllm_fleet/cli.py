@@ -183,6 +183,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"   # the bundle's roles (a source checkout)
 
 
+# roles of hosts that run services only (no engine): `vllm-fleet plan` needs no hardware for them
+SERVICE_ROLES = frozenset({"master", "store", "router"})
+
+
+def _services_only(roles: Any) -> bool:
+    roles = [roles] if isinstance(roles, str) else list(roles or [])
+    return bool(roles) and not set(roles) - SERVICE_ROLES
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Per-host plans of an Ansible inventory, as JSON (what deploy.yml would hand the roles),
     from the inventory's variables alone: hosts need not be reachable. The inventory is read by
@@ -220,8 +229,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             variables["vllm_fleet_iface"] = args.iface
         checked[name], found = contract.check(name, variables, declared)
         problems += found
+    # a host that runs no engine (vllm_fleet_role only master, store, router) needs no hardware
     problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
-                 for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")]
+                 for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")
+                 and not _services_only(checked[n].get("vllm_fleet_role"))]
     if problems:
         print("vllm-fleet: the inventory breaks the contract:\n" + "\n".join(problems), file=sys.stderr)
         return EXIT_USAGE
