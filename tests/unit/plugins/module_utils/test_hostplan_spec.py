@@ -214,3 +214,33 @@ def test_broken_plans_fail_naming_the_key(example_plans):
     wrong = copy.deepcopy(good)
     wrong["node_rank"] = "head"
     assert any("node_rank" in m for m in validate(wrong))
+
+
+# ---- the Molecule scenarios' inventories plan cleanly and their plans validate ----------------
+
+SCENARIO_INVENTORIES = sorted(ROLES.glob("*/molecule/default/inventory/hosts.yml"))
+
+
+@pytest.mark.parametrize("hosts_yml", SCENARIO_INVENTORIES, ids=lambda p: p.parts[-5])
+def test_molecule_scenario_inventories_plan_and_validate(hosts_yml, monkeypatch, capsys):
+    import json
+    import os
+    import shutil
+    import sys
+
+    from vllm_fleet import cli
+
+    here = Path(sys.executable).parent
+    if not (here / "ansible-inventory").exists() and not shutil.which("ansible-inventory"):
+        pytest.skip("platform: ansible-inventory not installed (the unit session installs ansible-core)")
+    monkeypatch.setenv("PATH", f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
+    layers = [[]] + [[str(p)] for p in sorted(hosts_yml.parent.glob("*.yml")) if p != hosts_yml]
+    for layer in layers:
+        argv = ["plan", "--recipes", str(ROOT / "recipes"), "-i", str(hosts_yml)]
+        for source in layer:
+            argv += ["-i", source]
+        assert cli.main(argv) == 0, (layer, capsys.readouterr().err)
+        plans = json.loads(capsys.readouterr().out)
+        assert plans, layer
+        for host, host_plan in plans.items():
+            assert validate(host_plan) == [], (host, layer)
