@@ -183,17 +183,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"   # the bundle's roles (a source checkout)
 
 
+# roles of hosts that run services only (no engine): `vllm-fleet plan` needs no hardware for them
+SERVICE_ROLES = frozenset({"master", "store", "router"})
+
+
+def _services_only(roles: Any) -> bool:
+    roles = [roles] if isinstance(roles, str) else list(roles or [])
+    return bool(roles) and not set(roles) - SERVICE_ROLES
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Per-host plans of an Ansible inventory, as JSON (what deploy.yml would hand the roles),
     from the inventory's variables alone: hosts need not be reachable. The inventory is read by
     `ansible-inventory --list` (the deploy extra); GPU facts are not read, so the hardware comes
-    from vllm_fleet_hardware or --hardware."""
+    from vllm_fleet_hardware or --hardware. Several --inventory sources are layered as
+    ansible-inventory layers them (a later source's host variables win)."""
     import subprocess
 
     from . import contract
     from .plan import host_input, plan_fleet
 
-    argv = ["ansible-inventory", "-i", args.inventory, "--list"]
+    argv = ["ansible-inventory"]
+    for source in args.inventory:
+        argv += ["-i", source]
+    argv.append("--list")
     if args.limit:
         argv += ["--limit", args.limit]
     try:
@@ -201,7 +214,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         raise CliError("ansible-inventory not found: install the deploy extra (pip install -e '.[deploy]')") from None
     if proc.returncode != 0:
-        raise CliError(f"ansible-inventory -i {args.inventory} failed: {proc.stderr.strip().splitlines()[-1:]}")
+        raise CliError(f"ansible-inventory {' '.join('-i ' + i for i in args.inventory)} failed: "
+                       f"{proc.stderr.strip().splitlines()[-1:]}")
     data = json.loads(proc.stdout)
     hostvars = (data.get("_meta") or {}).get("hostvars") or {}
     names = _inventory_order(data)
@@ -215,8 +229,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
             variables["vllm_fleet_iface"] = args.iface
         checked[name], found = contract.check(name, variables, declared)
         problems += found
+    # a host that runs no engine (vllm_fleet_role only master, store, router) needs no hardware
     problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
-                 for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")]
+                 for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")
+                 and not _services_only(checked[n].get("vllm_fleet_role"))]
     if problems:
         print("vllm-fleet: the inventory breaks the contract:\n" + "\n".join(problems), file=sys.stderr)
         return EXIT_USAGE
@@ -315,7 +331,8 @@ def parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plan", help="per-host plans of an Ansible inventory (JSON), without contacting hosts")
     with_recipes(pl)
-    pl.add_argument("--inventory", "-i", required=True, help="inventory file or directory")
+    pl.add_argument("--inventory", "-i", required=True, action="append",
+                    help="inventory file or directory (repeat to layer sources: a later one's host variables win)")
     pl.add_argument("--limit", "-l", help="host pattern, e.g. a deployment group")
     pl.add_argument("--hardware", help="hardware id for hosts without vllm_fleet_hardware (GPU facts are not read)")
     pl.add_argument("--iface", help="NIC for hosts without vllm_fleet_iface (network facts are not read)")

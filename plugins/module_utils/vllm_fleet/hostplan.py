@@ -16,45 +16,50 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
 
 
+def _doc(text: str, **kwargs: Any) -> Any:
+    """A dataclass field with its description (``metadata["doc"]``), which :func:`argument_spec`
+    gives the roles' argument_specs; keyword arguments (default, default_factory) go to field()."""
+    return field(metadata={"doc": text}, **kwargs)
+
+
 @dataclass
 class PlannedProcess:
     """One process on one host, as the runtime roles start it."""
 
-    name: str                       # container / systemd unit name: vllm-fleet-<deployment>[-part...]
-    kind: str                       # vllm | omni | router | mooncake_master | mooncake_store
-    role: str                       # the recipe's process role (single, head, worker, prefill, ...)
-    rank: int                       # node rank inside its instance (0: head / single)
-    phase: str                      # services | engine | router: the order phases start in
-    runtime: str                    # docker | uv for engines; service (systemd + pip venv) otherwise
-    version: Optional[str]          # the vLLM version it runs (pinned, or from the image tag)
-    argv: List[str]                 # the exact command (argv list, never a shell string)
-    env: Dict[str, str]             # environment without secret values
-    port: Optional[int]             # where it listens (None: nothing to reach)
-    serves_http: bool               # an HTTP API the health gate and routers reach
-    health: Dict[str, Any]          # the gate: kind vllm (+ request), router, http (+ port), alive
-    bind: Optional[str]             # --host it binds (None: every interface)
-    probe_host: str                 # where the host's own probes (gate, state, drain) reach it
-    image: Optional[str] = None     # docker image (docker runtime)
-    served_model_name: Optional[str] = None
-    model_path: Optional[str] = None
-    packages: List[str] = field(default_factory=list)       # pip requirements (uv / service venvs)
-    mounts: List[str] = field(default_factory=list)         # host dirs mounted read-only (configs)
-    secret_env: List[str] = field(default_factory=list)     # env names given from vaulted vars
-    credentials: List[Dict[str, str]] = field(default_factory=list)   # secrets passed as files (uv)
-    hash: str = ""                  # of argv, env, image, port, packages (+ the secrets' digest)
-    drain: Optional[Dict[str, Any]] = None   # the router that lists it: router_host, router_port, url
-    # the host's GPUs it may use (vllm_fleet_gpus); None: every GPU. Left out of the dict when
-    # None, so plans (and hashes) of deployments that do not set it stay what they were
-    gpus: Optional[List[int]] = None
-    # its index among the host's replicas (vllm_fleet_replicas_per_host); None (left out of the
-    # dict): the host's only server
-    replica: Optional[int] = None
-    # device nodes a container gets instead of the accelerator's (a ROCm GPU set: /dev/kfd and
-    # the set's render nodes); None (left out of the dict): the accelerator's
-    devices: Optional[List[str]] = None
-    # the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND in env); None
-    # (left out of the dict): unbound
-    cpus: Optional[List[int]] = None
+    name: str = _doc("container / systemd unit name: vllm-fleet-<deployment>[-part...]")
+    kind: str = _doc("vllm | omni | router | mooncake_master | mooncake_store")
+    role: str = _doc("the recipe's process role (single, head, worker, prefill, ...)")
+    rank: Optional[int] = _doc("node rank inside its instance (0: head / single; None: services, routers)")
+    phase: str = _doc("services | engine | router: the order phases start in")
+    runtime: str = _doc("docker | uv for engines; service (systemd + pip venv) otherwise")
+    version: Optional[str] = _doc("the vLLM version it runs (pinned, or from the image tag)")
+    argv: List[str] = _doc("the exact command (argv list, never a shell string)")
+    env: Dict[str, str] = _doc("environment without secret values")
+    port: Optional[int] = _doc("where it listens (None: nothing to reach)")
+    serves_http: bool = _doc("an HTTP API the health gate and routers reach")
+    health: Dict[str, Any] = _doc("the gate: kind vllm (+ request), router, http (+ port), alive")
+    bind: Optional[str] = _doc("--host it binds (None: every interface)")
+    probe_host: str = _doc("where the host's own probes (gate, state, drain) reach it")
+    image: Optional[str] = _doc("docker image (docker runtime)", default=None)
+    served_model_name: Optional[str] = _doc("the name the server answers to (--served-model-name)", default=None)
+    model_path: Optional[str] = _doc("local model directory it serves (mounted read-only)", default=None)
+    packages: List[str] = _doc("pip requirements (uv / service venvs)", default_factory=list)
+    mounts: List[str] = _doc("host dirs mounted read-only (configs)", default_factory=list)
+    secret_env: List[str] = _doc("env names given from vaulted vars", default_factory=list)
+    credentials: List[Dict[str, str]] = _doc("secrets passed as files (uv)", default_factory=list)
+    hash: str = _doc("of argv, env, image, port, packages (+ the secrets' digest)", default="")
+    drain: Optional[Dict[str, Any]] = _doc("the router that lists it: router_host, router_port, url", default=None)
+    # gpus, replica, devices, cpus: left out of the dict when None, so plans (and hashes) of
+    # deployments that do not set them stay what they were
+    gpus: Optional[List[int]] = _doc("the host's GPUs it may use (vllm_fleet_gpus); None (left out): every GPU",
+                                     default=None)
+    replica: Optional[int] = _doc("its index among the host's replicas (vllm_fleet_replicas_per_host); "
+                                  "None (left out): the host's only server", default=None)
+    devices: Optional[List[str]] = _doc("device nodes a container gets instead of the accelerator's (a ROCm GPU "
+                                        "set: /dev/kfd and the set's render nodes); None (left out): the "
+                                        "accelerator's", default=None)
+    cpus: Optional[List[int]] = _doc("the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND "
+                                     "in env); None (left out): unbound", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         out = asdict(self)
@@ -70,45 +75,45 @@ class PlannedProcess:
 class HostPlan:
     """One host's part of one deployment."""
 
-    deployment: str
-    recipe: str
-    variant: str
-    hardware: Optional[str]
-    strategy: Optional[str]
-    kv_offload: Optional[str]
-    deploy_type: str                # single_node | multi_node | pd_cluster (the recipe's)
-    node_count: int                 # nodes of this host's instance
-    features: List[str]
-    runtime: str                    # docker | uv; service for hosts without an engine
-    vendor: str                     # accelerator: cuda | rocm | cpu | xpu | none
-    brand: Optional[str]
-    gpu_count: int                  # per node, from the hardware profile
-    vram_gb_per_gpu: float
-    vram_minimum_gb: Optional[float]
-    min_vllm_version: Optional[str]
-    vllm_version: Optional[str]
-    instance: Optional[int]         # the engine instance this host belongs to (None: no engine)
-    unit: Optional[str]             # its failure/rollout unit: i<N>, or pd for a P/D cluster
-    instance_hosts: List[str]       # the hosts of that instance (in rank order)
-    head: str                       # the instance's rank-0 host
-    node_rank: int
-    batch: Optional[int]            # rollout batch of the instance (None: no engine)
-    max_fail_percentage: int
-    phases: List[str]               # which of services, engine, router this host runs
-    command: str                    # the processes' commands as shell text (printed, never run)
-    health: Dict[str, Any]          # the host's first process: enabled, port, served_model_name, kind
-    processes: List[PlannedProcess]
-    files: List[Dict[str, Any]]     # config files: path, mode, content
-    config_dir: str
-    exposed: List[str]              # engines answering beyond localhost without an API key
-    secret_files: List[Dict[str, str]]
-    address: Optional[str]
-    hash: str = ""                  # of the processes (without drain) and files
-    drain: Optional[Dict[str, Any]] = None
-    # GPUs of the host's machine that no server of the run uses (plan_fleet, across the
-    # deployments of the machine; the run summary reports them). Left out of the dict when None
-    # (all used, or the facts do not tell)
-    gpus_idle: Optional[List[int]] = None
+    deployment: str = _doc("deployment name (vllm_fleet_deployment)")
+    recipe: str = _doc("recipe id (org/repo)")
+    variant: str = _doc("recipe variant")
+    hardware: Optional[str] = _doc("taxonomy hardware id")
+    strategy: Optional[str] = _doc("deployment strategy")
+    kv_offload: Optional[str] = _doc("KV store deployment (kv_store_centralized_mooncake, ...)")
+    deploy_type: str = _doc("single_node | multi_node | pd_cluster (the recipe's)")
+    node_count: int = _doc("nodes of this host's instance")
+    features: List[str] = _doc("feature sets enabled")
+    runtime: str = _doc("docker | uv; service for hosts without an engine")
+    vendor: str = _doc("accelerator: cuda | rocm | cpu | xpu | none")
+    brand: Optional[str] = _doc("hardware brand of the profile")
+    gpu_count: int = _doc("per node, from the hardware profile")
+    vram_gb_per_gpu: float = _doc("GPU memory per GPU (GB), from the hardware profile")
+    vram_minimum_gb: Optional[float] = _doc("GPU memory the variant needs (GB)")
+    min_vllm_version: Optional[str] = _doc("oldest vLLM the recipe supports")
+    vllm_version: Optional[str] = _doc("the pinned vLLM version (vllm_fleet_vllm_version)")
+    instance: Optional[int] = _doc("the engine instance this host belongs to (None: no engine)")
+    unit: Optional[str] = _doc("its failure/rollout unit: i<N>, or pd for a P/D cluster")
+    instance_hosts: List[str] = _doc("the hosts of that instance (in rank order)")
+    head: str = _doc("the instance's rank-0 host")
+    node_rank: int = _doc("node rank of this host inside its instance (0: head)")
+    batch: Optional[int] = _doc("rollout batch of the instance (None: no engine)")
+    max_fail_percentage: int = _doc("share of a batch's instances that may fail")
+    phases: List[str] = _doc("which of services, engine, router this host runs")
+    command: str = _doc("the processes' commands as shell text (printed, never run)")
+    health: Dict[str, Any] = _doc("the host's first process: enabled, port, served_model_name, kind")
+    processes: List[PlannedProcess] = _doc("what the host runs (engines, routers, Mooncake services)")
+    files: List[Dict[str, Any]] = _doc("config files: path, mode, content")
+    config_dir: str = _doc("directory of the deployment's config files")
+    exposed: List[str] = _doc("engines answering beyond localhost without an API key")
+    secret_files: List[Dict[str, str]] = _doc("secrets the host's processes read from files")
+    address: Optional[str] = _doc("rendezvous address of this host")
+    hash: str = _doc("of the processes (without drain) and files", default="")
+    drain: Optional[Dict[str, Any]] = _doc("the router that lists this host's server", default=None)
+    # across the deployments of the machine (plan_fleet); left out of the dict when None
+    gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
+                                          "summary reports them); None (left out): all used, or the facts do "
+                                          "not tell", default=None)
 
     def hashed(self) -> Dict[str, Any]:
         """What the host plan's hash covers."""
@@ -118,3 +123,193 @@ class HostPlan:
         out = {k: v for k, v in self.__dict__.items() if k != "processes" and not (k == "gpus_idle" and v is None)}
         out["processes"] = [p.to_dict() for p in self.processes]
         return dict(out)
+
+
+# ---- the roles' argument_specs of vllm_fleet_plan ----------------------------------------------
+# Role argument validation refuses keys a spec does not declare, so the spec is derived from the
+# dataclasses above (every field, with its type and description) and written into each role's
+# meta/argument_specs.yml between these markers: `python3 -m vllm_fleet.hostplan --update-specs`.
+
+SPEC_BEGIN = "# BEGIN generated by python3 -m vllm_fleet.hostplan --update-specs (do not edit)"
+SPEC_END = "# END generated by python3 -m vllm_fleet.hostplan --update-specs"
+SPEC_ANCHOR = "vllm_fleet_plan"
+PLAN_DESCRIPTION = ("This host's plan, set by the vllm_fleet_plan action (hostplan.HostPlan.to_dict(); "
+                    "`vllm-fleet plan` prints it).")
+_SIMPLE = {str: "str", int: "int", float: "float", bool: "bool"}
+
+
+def _spec_type(hint: Any, where: str) -> Dict[str, Any]:
+    """type / elements / options of one field's annotation (Optional[X] is X: None passes)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            raise TypeError(f"{where}: {hint} has no argument_spec type (one type, or Optional of one)")
+        return _spec_type(rest[0], where)
+    if hint is Any:
+        return {"type": "raw"}
+    if hint in _SIMPLE:
+        return {"type": _SIMPLE[hint]}
+    if origin in (dict, Dict) or hint in (dict, Dict):
+        return {"type": "dict"}      # free-form (env, health, drain, ...): no suboptions
+    if origin in (list, List):
+        inner = args[0] if args else Any
+        if hasattr(inner, "__dataclass_fields__"):
+            return {"type": "list", "elements": "dict", "options": _options(inner)}
+        element = _spec_type(inner, where)
+        if "options" in element or element["type"] == "list":
+            raise TypeError(f"{where}: {hint}: lists of lists have no argument_spec type")
+        return {"type": "list", "elements": element["type"]}
+    raise TypeError(f"{where}: {hint} has no argument_spec type")
+
+
+def _options(cls: type) -> Dict[str, Dict[str, Any]]:
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    out: Dict[str, Dict[str, Any]] = {}
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        optional = type(None) in typing.get_args(hint)   # Optional[X], X | None
+        spec = _spec_type(hint, f"{cls.__name__}.{f.name}")
+        entry: Dict[str, Any] = {"type": spec["type"]}
+        if "elements" in spec:
+            entry["elements"] = spec["elements"]
+        # to_dict() always carries a field that cannot be None; an Optional one may be None, or
+        # left out (gpus, replica, devices, cpus, gpus_idle when None)
+        entry["required"] = not optional
+        entry["description"] = f.metadata.get("doc") or f.name.replace("_", " ")
+        if "options" in spec:
+            entry["options"] = spec["options"]
+        out[f.name] = entry
+    return out
+
+
+def argument_spec() -> Dict[str, Any]:
+    """The argument_spec option of ``vllm_fleet_plan`` (roles' meta/argument_specs.yml): every
+    HostPlan field, ``processes`` with every PlannedProcess field as suboptions."""
+    return {"type": "dict", "required": True, "description": PLAN_DESCRIPTION, "options": _options(HostPlan)}
+
+
+def spec_block(indent: str) -> str:
+    """The generated block (markers included) at ``indent`` (the options' indentation)."""
+    import yaml
+
+    body = yaml.safe_dump({SPEC_ANCHOR: argument_spec()}, sort_keys=False, default_flow_style=False,
+                          width=110, allow_unicode=True)
+    lines = body.splitlines()
+    assert lines[0] == f"{SPEC_ANCHOR}:", lines[0]
+    lines[0] = f"{SPEC_ANCHOR}: &{SPEC_ANCHOR}"
+    return "\n".join([indent + SPEC_BEGIN] + [indent + line for line in lines] + [indent + SPEC_END]) + "\n"
+
+
+def _declaration_end(lines: List[str], start: int) -> int:
+    """The line after an option's declaration (its more-indented lines)."""
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent):
+        end += 1
+    return end
+
+
+def updated_specs(text: str, where: str) -> str:
+    """One argument_specs.yml with its vllm_fleet_plan block (re)generated. A file without the
+    markers gets them in place of its first ``vllm_fleet_plan:`` declaration, and its other
+    declarations become ``vllm_fleet_plan: *vllm_fleet_plan``."""
+    import re
+
+    lines = text.splitlines(keepends=True)
+    begins = [i for i, line in enumerate(lines) if line.strip() == SPEC_BEGIN]
+    ends = [i for i, line in enumerate(lines) if line.strip() == SPEC_END]
+    if len(begins) > 1 or len(ends) != len(begins) or (begins and ends[0] < begins[0]):
+        raise ValueError(f"{where}: expected one pair of markers ({SPEC_BEGIN!r} ... {SPEC_END!r})")
+    declaration = re.compile(rf"^(\s+){SPEC_ANCHOR}:(.*)$")
+    if begins:
+        indent = lines[begins[0]][: len(lines[begins[0]]) - len(lines[begins[0]].lstrip())]
+        lines[begins[0]: ends[0] + 1] = [spec_block(indent)]
+        first = begins[0]
+    else:
+        first = next((i for i, line in enumerate(lines) if declaration.match(line.rstrip("\n"))), None)
+        if first is None:
+            return text
+        indent = declaration.match(lines[first].rstrip("\n")).group(1)
+        lines[first: _declaration_end(lines, first)] = [spec_block(indent)]
+    out: List[str] = []
+    for i, line in enumerate(lines):
+        m = declaration.match(line.rstrip("\n")) if i != first else None
+        if m and m.group(2).strip() != f"*{SPEC_ANCHOR}":
+            end = _declaration_end(lines, i)
+            out.append(f"{m.group(1)}{SPEC_ANCHOR}: *{SPEC_ANCHOR}\n")
+            lines[i + 1: end] = [""] * (end - i - 1)
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+def spec_files(roles_dir: str) -> List[str]:
+    """The roles' meta/argument_specs.yml that declare vllm_fleet_plan."""
+    import os
+    import re
+
+    found = []
+    for role in sorted(os.listdir(roles_dir)):
+        path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as handle:
+                if re.search(rf"^\s+{SPEC_ANCHOR}:", handle.read(), re.M):
+                    found.append(path)
+    return found
+
+
+def outdated_specs(roles_dir: str, write: bool = False) -> List[str]:
+    """The argument_specs files whose vllm_fleet_plan block is not what this module generates
+    (rewritten when ``write``)."""
+    outdated = []
+    for path in spec_files(roles_dir):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        new = updated_specs(text, path)
+        if new != text:
+            outdated.append(path)
+            if write:
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(new)
+    return outdated
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    import argparse
+    import os
+    import sys
+
+    import yaml
+
+    default_roles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "roles")
+    parser = argparse.ArgumentParser(
+        prog="python3 -m vllm_fleet.hostplan",
+        description="Print the argument_spec of vllm_fleet_plan, or write it into the roles' meta/argument_specs.yml.")
+    parser.add_argument("--update-specs", action="store_true", help="rewrite the generated blocks of the roles")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a role's block is out of date")
+    parser.add_argument("--roles", default=os.path.normpath(default_roles), help="roles directory (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if not (args.update_specs or args.check):
+        print(yaml.safe_dump({SPEC_ANCHOR: argument_spec()}, sort_keys=False, width=110), end="")
+        return 0
+    if not os.path.isdir(args.roles):
+        parser.error(f"--roles {args.roles}: not a directory")
+    try:
+        outdated = outdated_specs(args.roles, write=args.update_specs)
+    except ValueError as exc:
+        print(f"vllm_fleet.hostplan: {exc}", file=sys.stderr)
+        return 2
+    for path in outdated:
+        print(f"{'updated' if args.update_specs else 'out of date'}: {path}", file=sys.stderr)
+    return 1 if outdated and args.check and not args.update_specs else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -213,6 +213,39 @@ def test_plan_command_prints_every_hosts_plan_of_an_inventory_group(monkeypatch,
     assert plans["h200-23"]["processes"][0]["name"] == "vllm-fleet-dsv3-pd-decode0"
 
 
+def test_plan_command_layers_several_inventories(monkeypatch, capsys, tmp_path):
+    _with_ansible_inventory(monkeypatch)
+    root = Path(__file__).resolve().parents[4]
+    base, extra = tmp_path / "base.yml", tmp_path / "extra.yml"
+    base.write_text("all:\n  hosts:\n    cpu-1: {vllm_fleet_recipe: sentence-transformers/all-MiniLM-L6-v2, "
+                    "vllm_fleet_hardware: xeon6, vllm_fleet_port: 18000, ansible_host: 192.0.2.9}\n")
+    extra.write_text("all:\n  hosts:\n    cpu-1: {vllm_fleet_port: 18001}\n")
+    argv = ["plan", "--recipes", str(root / "recipes"), "-i", str(base), "--limit", "cpu-1"]
+    assert cli.main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["cpu-1"]["processes"][0]["port"] == 18000
+    assert cli.main(argv + ["-i", str(extra)]) == 0
+    assert json.loads(capsys.readouterr().out)["cpu-1"]["processes"][0]["port"] == 18001
+
+
+def test_plan_command_needs_no_hardware_for_a_services_only_host(monkeypatch, capsys, tmp_path):
+    _with_ansible_inventory(monkeypatch)
+    root = Path(__file__).resolve().parents[4]
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  vars: {vllm_fleet_recipe: deepseek-ai/DeepSeek-V3, vllm_fleet_deployment: kv,\n"
+                   "         vllm_fleet_kv_offload: kv_store_centralized_mooncake}\n  hosts:\n"
+                   "    kv-1: {vllm_fleet_role: [master, store, router], vllm_fleet_address: 127.0.0.1}\n"
+                   "    gpu-1: {ansible_host: 192.0.2.1, vllm_fleet_hardware: h200}\n"
+                   "    gpu-2: {ansible_host: 192.0.2.2}\n")
+    assert cli.main(["plan", "--recipes", str(root / "recipes"), "-i", str(inv)]) == 2
+    err = capsys.readouterr().err
+    assert "gpu-2: vllm_fleet_hardware: not set" in err and "kv-1" not in err
+    inv.write_text(inv.read_text().replace("gpu-2: {ansible_host: 192.0.2.2}",
+                                           "gpu-2: {ansible_host: 192.0.2.2, vllm_fleet_hardware: h200}"))
+    assert cli.main(["plan", "--recipes", str(root / "recipes"), "-i", str(inv)]) == 0
+    plans = json.loads(capsys.readouterr().out)
+    assert [p["kind"] for p in plans["kv-1"]["processes"]] == ["mooncake_master", "mooncake_store", "router"]
+
+
 def test_plan_command_refuses_a_broken_inventory(monkeypatch, capsys, tmp_path):
     _with_ansible_inventory(monkeypatch)
     inv = tmp_path / "hosts.yml"
