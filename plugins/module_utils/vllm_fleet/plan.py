@@ -77,6 +77,8 @@ DEFAULT_ROUTER_PORT = 8000
 # The recipes' Mooncake router line uses --backend-url, which vllm-router (0.1.x, the PyPI
 # package the recipe installs) rejects; its equivalent is one --worker-urls list.
 ROUTER_FLAG_RENAMES = {"--backend-url": "--worker-urls"}
+# What a take function of _machine_pairs gives for a host plan it leaves out.
+SKIP = object()
 
 
 class PlanError(ValueError):
@@ -272,9 +274,6 @@ def _machine_pairs(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
         for other in seen.get(machine, []):
             yield (machine, host, host_plan, value) + other
         seen.setdefault(machine, []).append((host, host_plan["deployment"], value))
-
-
-SKIP = object()
 
 
 def _gpu_set_of(host_plan: Mapping[str, Any]) -> Any:
@@ -795,6 +794,13 @@ def _no_replicas(dep: Deployment, hosts: Sequence[HostInput], why: str) -> None:
                                 f"{why}; leave it unset (or auto)")
 
 
+def _server_port(dep: Deployment, argv: Sequence[str], default: int = DEFAULT_PORT) -> int:
+    """The port a server of the deployment listens on: vllm_fleet_port, else the last numeric
+    --port of ``argv``, else ``default``."""
+    given = flag_values(argv, "--port")
+    return int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or default)
+
+
 def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     """One single-node server's slot as its host's replicas (vllm_fleet_replicas_per_host, default
     ``auto``). GPU hosts: the host's GPUs (vllm_fleet_gpus, else all) split into sets of the GPUs one
@@ -851,8 +857,7 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
             dep.problems.append(f"{where}: {want} replicas need GPUs or CPU cores to split, but the host's facts "
                                 f"give neither ({reported}); leave it unset")
         return [slot]
-    given = flag_values(argv, "--port")
-    base = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or DEFAULT_PORT)
+    base = _server_port(dep, argv)
     if base + count - 1 > 65535:
         dep.problems.append(f"{where}: {count} replicas from port {base} run past 65535; lower vllm_fleet_port")
         return [slot]
@@ -864,9 +869,7 @@ def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering, slots
     host): one --worker-urls list of every instance head (every replica of it), round robin."""
     _need_address([g[0] for g in groups], dep.problems, "router backend")
     proc = next(p for p in rendering.processes if p.kind == "vllm")
-    given = flag_values(as_list(dep.settings.get("extra_args")), "--port")
-    port = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0)
-               or proc.port or DEFAULT_PORT)
+    port = _server_port(dep, as_list(dep.settings.get("extra_args")), proc.port or DEFAULT_PORT)
     replica_ports: Dict[str, List[int]] = {}
     for slot in slots:
         if slot.replica is not None and slot.port is not None:
