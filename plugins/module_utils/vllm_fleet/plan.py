@@ -415,18 +415,9 @@ def _instances(hosts: Sequence[HostInput], nodes: int) -> Tuple[List[List[HostIn
                             f"has {len(group)} hosts "
                             f"({', '.join(h.name for h in group)}); the strategy needs {nodes}")
             continue
-        ranks = [h.node_rank for h in group if h.node_rank is not None]
-        if len(set(ranks)) != len(ranks) or any(not 0 <= r < nodes for r in ranks):
-            problems.append(f"{_bad_rank(group, nodes).name}: vllm_fleet_node_rank values {sorted(ranks)} "
-                            f"in instance of "
-                            f"{', '.join(h.name for h in group)} must be distinct and in 0..{nodes - 1}")
-            continue
-        slots: List[Optional[HostInput]] = [None] * nodes
-        for host in group:
-            if host.node_rank is not None:
-                slots[host.node_rank] = host
-        free = iter(h for h in group if h.node_rank is None)
-        ordered.append([slot if slot is not None else next(free) for slot in slots])
+        ranked = _ordered_pool(group, "instance", problems)
+        if ranked is not None:
+            ordered.append(ranked)
     return ordered, problems
 
 
@@ -572,14 +563,16 @@ def _with_role(hosts: Sequence[HostInput], role: str) -> List[HostInput]:
     return [h for h in hosts if role in h.roles]
 
 
-def _ordered_pool(hosts: List[HostInput], what: str, problems: List[str]) -> List[HostInput]:
-    """Inventory order; explicit vllm_fleet_node_rank values win (distinct, in range)."""
+def _ordered_pool(hosts: Sequence[HostInput], what: str, problems: List[str]) -> Optional[List[HostInput]]:
+    """The hosts of an instance or a P/D pool in rank order: explicit vllm_fleet_node_rank values
+    win, the others fill the free ranks in inventory order. None (and a problem) when the
+    explicit ranks are not distinct and in 0..len(hosts)-1."""
     ranks = [h.node_rank for h in hosts if h.node_rank is not None]
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < len(hosts) for r in ranks):
         problems.append(f"{_bad_rank(hosts, len(hosts)).name}: vllm_fleet_node_rank values {sorted(ranks)} "
                         f"in the {what} "
                         f"({', '.join(h.name for h in hosts)}) must be distinct and in 0..{len(hosts) - 1}")
-        return hosts
+        return None
     slots: List[Optional[HostInput]] = [None] * len(hosts)
     for host in hosts:
         if host.node_rank is not None:
@@ -922,7 +915,7 @@ def _place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slo
                             f"layout (half the GPUs each); it needs exactly one host in each pool")
     if problems:
         return []
-    pools = {role: _ordered_pool(pools[role], f"{role} pool", problems) for role in PD_ROLES}
+    pools = {role: _ordered_pool(pools[role], f"{role} pool", problems) or pools[role] for role in PD_ROLES}
     engine = [h for role in PD_ROLES for h in pools[role]]
     engine = [h for i, h in enumerate(engine) if h not in engine[:i]]
     if not colocated:
