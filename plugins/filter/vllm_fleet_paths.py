@@ -59,7 +59,9 @@ def teardown_targets(plan, recorded, orphans=False):
     """What teardown removes on a host, per deployment: the deployment of today's plan, every
     revision of it recorded on the host, and (``orphans``) every other recorded deployment.
     Each target: deployment, containers (with their kept ``-prev``), units (reverse start
-    order: routers before the Mooncake store, the store before its master), recorded paths."""
+    order: routers before the Mooncake store, the store before its master), processes (name and
+    runtime of each, in that reverse order: what the runtime roles' remove picks its own from),
+    recorded paths."""
     targets = {}
 
     def add(name, processes, paths):
@@ -81,6 +83,7 @@ def teardown_targets(plan, recorded, orphans=False):
             "deployment": name,
             "containers": [n + suffix for n, rt in procs if rt == "docker" for suffix in ("", "-prev")],
             "units": [n for n, rt in reversed(procs) if rt in ("uv", "service")],
+            "processes": [{"name": n, "runtime": rt} for n, rt in reversed(procs)],
             "paths": sorted(entry["paths"]),
             "orphan": not plan or name != plan["deployment"],
         })

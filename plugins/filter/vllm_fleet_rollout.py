@@ -255,6 +255,23 @@ def switch_steps(engines, previous=None, stale=(), batch=None) -> list:
     return steps or [[]]
 
 
+def retired(previous, plan) -> list:
+    """The engines of ``previous`` (the plan of the revision the host runs, as recorded; anything
+    but a mapping on a first deploy) that ``plan`` (the new one) no longer has among its engines:
+    fewer replicas, an instance renamed, one server becoming replicas. The rollout stops them at
+    the switch (kept for a rollback); preflight counts the ports they hold as this deployment's."""
+    if not isinstance(previous, Mapping):
+        return []
+    engines = {p.get("name") for p in (plan or {}).get("processes") or [] if p.get("phase") == "engine"}
+    return [p for p in previous.get("processes") or [] if p.get("phase") == "engine" and p.get("name") not in engines]
+
+
+def drained(processes) -> list:
+    """The processes a router serves from (a ``drain`` target): what is drained before a switch
+    and put back into rotation after it."""
+    return [p for p in processes or [] if p.get("drain")]
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -268,4 +285,6 @@ class FilterModule:
             "vllm_fleet_rollout_report": rollout_report,
             "vllm_fleet_host_result": host_result,
             "vllm_fleet_switch_steps": switch_steps,
+            "vllm_fleet_retired": retired,
+            "vllm_fleet_drained": drained,
         }

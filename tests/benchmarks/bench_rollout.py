@@ -43,8 +43,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import fleet as testbed  # noqa: E402
+from helpers import Load, host_exec  # noqa: E402  (the e2e tests' load client driver)
 
 FLEET = "bench-roll"
 DEPLOYMENT = "benchroll"
@@ -97,30 +99,10 @@ def playbook(name: str, inventory: list, *extra: str) -> tuple:
     return proc.returncode, time.monotonic() - t0, proc.stdout
 
 
-def host_exec(container: str, argv: list, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", "exec", container, *argv], capture_output=True, text=True, timeout=timeout)
-
-
-class Load:
-    """The bounded client load on the router host, against the router (127.0.0.1:8000)."""
-
-    def __init__(self, container: str, name: str, rate: float):
-        self.container, self.name = container, name
-        host_exec(container, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.stop"])
-        subprocess.run(["docker", "exec", "-d", container, "python3", "/opt/load/load_client.py",
-                        "http://127.0.0.1:8000", MODEL, f"/opt/load/{name}.json", "--kind", "embedding",
-                        "--rate", str(rate), "--max-seconds", "1500", "--stop-file", f"/opt/load/{name}.stop",
-                        "--workers-url", "http://127.0.0.1:8000/list_workers"], check=True)
-        time.sleep(3)
-
-    def stop(self) -> dict:
-        host_exec(self.container, ["touch", f"/opt/load/{self.name}.stop"])
-        for _ in range(90):
-            out = host_exec(self.container, ["cat", f"/opt/load/{self.name}.json"])
-            if out.returncode == 0 and out.stdout.strip():
-                return json.loads(out.stdout)
-            time.sleep(1)
-        raise SystemExit(f"the load client {self.name} wrote no summary")
+def start_load(router: str, name: str, rate: float) -> Load:
+    """The bounded client load (embeddings) on the router host, against the router; a rollback.yml
+    on 2 cores takes long: the client runs up to 1500 s and gets 90 s to write its summary."""
+    return Load(router, name, MODEL, kind="embedding", rate=rate, max_seconds=1500, wait=90)
 
 
 def summary(out: str) -> dict:
@@ -171,18 +153,18 @@ def main() -> int:
         subprocess.run(["docker", "cp", str(ROOT / "tests" / "e2e" / "load_client.py"),
                         f"{router}:/opt/load/load_client.py"], check=True)
         for i in range(args.repeat):
-            load = Load(router, f"update{i}", args.rate)
+            load = start_load(router, f"update{i}", args.rate)
             rc, seconds, out = playbook("deploy.yml", inventory, "-e",
                                         json.dumps({"vllm_fleet_extra_args": FLAGS[i % 2]}))
             rows.append(measured(f"rolling update {i + 1}", rc, seconds, out, load.stop()))
-        load = Load(router, "bad", args.rate)
+        load = start_load(router, "bad", args.rate)
         rc, seconds, out = playbook("deploy.yml", inventory, "-e", json.dumps({"vllm_fleet_extra_args": BAD}))
         bad = measured("bad revision (auto rollback)", rc, seconds, out, load.stop(), want_rc_zero=False)
         if not bad["restored"]:
             raise SystemExit("the bad revision's canary was not restored:\n" + out[-4000:])
         back = None
         if not args.no_rollback_playbook:
-            load = Load(router, "rollback", args.rate)
+            load = start_load(router, "rollback", args.rate)
             rc, seconds, out = playbook("rollback.yml", inventory)
             back = measured("rollback.yml to the previous revision", rc, seconds, out, load.stop())
     finally:

@@ -113,20 +113,24 @@ def host_http_ok(container: str, method: str, url: str, body: Optional[dict] = N
 
 class Load:
     """The bounded client load, run on the router host against the router (127.0.0.1:8000);
-    tests/e2e/load_client.py must be at /opt/load there (the fixtures copy it)."""
+    tests/e2e/load_client.py must be at /opt/load there (the fixtures copy it). ``fleet``: the
+    test fleet (the load runs on its host ``router``) or the router host's container name (the
+    benchmarks); ``max_seconds``: the client's own limit; ``wait``: seconds stop() waits for its
+    summary."""
 
-    def __init__(self, fleet, name, model, router="roll-r", kind="completion", rate=6):
-        self.host, self.name = fleet.container(router), name
+    def __init__(self, fleet, name, model, router="roll-r", kind="completion", rate=6, max_seconds=500, wait=60):
+        self.host = fleet if isinstance(fleet, str) else fleet.container(router)
+        self.name, self.wait = name, wait
         host_exec(self.host, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.stop"])
         subprocess.run(["docker", "exec", "-d", self.host, "python3", "/opt/load/load_client.py",
                         "http://127.0.0.1:8000", model, f"/opt/load/{name}.json", "--rate", str(rate),
-                        "--kind", kind, "--max-seconds", "500", "--stop-file", f"/opt/load/{name}.stop",
+                        "--kind", kind, "--max-seconds", str(max_seconds), "--stop-file", f"/opt/load/{name}.stop",
                         "--workers-url", "http://127.0.0.1:8000/list_workers"], check=True)
         time.sleep(3)
 
     def stop(self, capsys=None) -> dict:
         host_exec(self.host, ["touch", f"/opt/load/{self.name}.stop"])
-        for _ in range(60):
+        for _ in range(self.wait):
             out = host_exec(self.host, ["cat", f"/opt/load/{self.name}.json"])
             if out.returncode == 0 and out.stdout.strip():
                 stats = json.loads(out.stdout)
@@ -137,4 +141,4 @@ class Load:
                           f"instances, p50 {stats['p50']} s, p99 {stats['p99']} s; failures: {stats['failures']}")
                 return stats
             time.sleep(1)
-        raise AssertionError("the load client wrote no summary")
+        raise AssertionError(f"the load client {self.name} wrote no summary")

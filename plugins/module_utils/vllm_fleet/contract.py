@@ -224,10 +224,20 @@ SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
                                                                         "replicas_per_host")}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
-# Set by the playbooks themselves (facts, per-play state): an inventory must not set them.
+# Set by the playbooks themselves (facts, per-play state): an inventory must not set them. The
+# plan action meets them as this run's facts on its later calls, so they are passed over there.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_accelerator",
                       "vllm_fleet_run", "vllm_fleet_preamble_contract", "vllm_fleet_preamble_fit_checks",
                       "vllm_fleet_current"})
+# Internal by prefix: the parameters of roles/vllm_fleet_systemd, which vllm_fleet_uv,
+# vllm_fleet_services and teardown pass it from their own variables. Never a fact, so an
+# inventory that sets one is refused (naming the variables an operator sets instead).
+INTERNAL_PREFIXES = {"vllm_fleet_systemd_": "the runtime's own variables (vllm_fleet_uv_*, vllm_fleet_services_*)"}
+
+
+def internal(name: str) -> bool:
+    """A name the bundle sets itself (INTERNAL or an INTERNAL_PREFIXES prefix), never an operator's."""
+    return name in INTERNAL or name.startswith(tuple(INTERNAL_PREFIXES))
 
 
 def _is_int(value: Any) -> bool:
@@ -478,7 +488,7 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     """
     c = _Checker(host)
     extra = set(extra_known)
-    known = set(BY_NAME) | extra
+    known = {name for name in set(BY_NAME) | extra if not internal(name)}   # what did-you-mean offers
     out: Dict[str, Any] = {}
     for name in sorted(variables):
         if not name.startswith(PREFIX) or name.startswith(RESERVED_PREFIXES):
@@ -486,6 +496,11 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
         value = variables[name]
         spec = BY_NAME.get(name)
         if name in INTERNAL:
+            continue
+        prefix = next((p for p in INTERNAL_PREFIXES if name.startswith(p)), None)
+        if prefix:
+            c.bad(name, f"set by the bundle itself (the {prefix}* variables are internal), not by an inventory; "
+                  f"set {INTERNAL_PREFIXES[prefix]} instead")
             continue
         if spec is None:
             if name not in extra:
@@ -536,7 +551,7 @@ def role_declarations(roles_dir: str) -> Tuple[Dict[str, Dict[str, Any]], frozen
             for entry in (data.get("argument_specs") or {}).values():
                 for option, spec in ((entry or {}).get("options") or {}).items():
                     declared.add(option)
-                    if option not in BY_NAME and option not in INTERNAL:
+                    if option not in BY_NAME and not internal(option):
                         specs.setdefault(option, {k: v for k, v in spec.items()
                                                   if k in ("type", "elements", "choices", "options")})
     return specs, frozenset(declared)

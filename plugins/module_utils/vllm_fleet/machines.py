@@ -9,6 +9,10 @@ from .topology import ranges as gpu_ranges
 from .planargv import gpus_per_node
 
 
+# What a take function of _machine_pairs gives for a host plan it leaves out.
+SKIP = object()
+
+
 def _gpu_servers(host_plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
     """The vLLM servers of a host plan that run on GPUs (none for CPU / service-only hosts):
     what the GPU-set overlap check and the idle-GPU count look at."""
@@ -30,9 +34,6 @@ def _machine_pairs(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
         for other in seen.get(machine, []):
             yield (machine, host, host_plan, value) + other
         seen.setdefault(machine, []).append((host, host_plan["deployment"], value))
-
-
-SKIP = object()
 
 
 def _gpu_set_of(host_plan: Mapping[str, Any]) -> Any:

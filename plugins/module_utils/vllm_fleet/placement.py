@@ -52,18 +52,9 @@ def _instances(hosts: Sequence[HostInput], nodes: int) -> Tuple[List[List[HostIn
                             f"has {len(group)} hosts "
                             f"({', '.join(h.name for h in group)}); the strategy needs {nodes}")
             continue
-        ranks = [h.node_rank for h in group if h.node_rank is not None]
-        if len(set(ranks)) != len(ranks) or any(not 0 <= r < nodes for r in ranks):
-            problems.append(f"{_bad_rank(group, nodes).name}: vllm_fleet_node_rank values {sorted(ranks)} "
-                            f"in instance of "
-                            f"{', '.join(h.name for h in group)} must be distinct and in 0..{nodes - 1}")
-            continue
-        slots: List[Optional[HostInput]] = [None] * nodes
-        for host in group:
-            if host.node_rank is not None:
-                slots[host.node_rank] = host
-        free = iter(h for h in group if h.node_rank is None)
-        ordered.append([slot if slot is not None else next(free) for slot in slots])
+        ranked = _ordered_pool(group, "instance", problems)
+        if ranked is not None:
+            ordered.append(ranked)
     return ordered, problems
 
 
@@ -82,14 +73,16 @@ def _with_role(hosts: Sequence[HostInput], role: str) -> List[HostInput]:
     return [h for h in hosts if role in h.roles]
 
 
-def _ordered_pool(hosts: List[HostInput], what: str, problems: List[str]) -> List[HostInput]:
-    """Inventory order; explicit vllm_fleet_node_rank values win (distinct, in range)."""
+def _ordered_pool(hosts: Sequence[HostInput], what: str, problems: List[str]) -> Optional[List[HostInput]]:
+    """The hosts of an instance or a P/D pool in rank order: explicit vllm_fleet_node_rank values
+    win, the others fill the free ranks in inventory order. None (and a problem) when the
+    explicit ranks are not distinct and in 0..len(hosts)-1."""
     ranks = [h.node_rank for h in hosts if h.node_rank is not None]
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < len(hosts) for r in ranks):
         problems.append(f"{_bad_rank(hosts, len(hosts)).name}: vllm_fleet_node_rank values {sorted(ranks)} "
                         f"in the {what} "
                         f"({', '.join(h.name for h in hosts)}) must be distinct and in 0..{len(hosts) - 1}")
-        return hosts
+        return None
     slots: List[Optional[HostInput]] = [None] * len(hosts)
     for host in hosts:
         if host.node_rank is not None:
@@ -176,6 +169,13 @@ def no_replicas(dep: Deployment, hosts: Sequence[HostInput], why: str) -> None:
                                 f"{why}; leave it unset (or auto)")
 
 
+def _server_port(dep: Deployment, argv: Sequence[str], default: int = DEFAULT_PORT) -> int:
+    """The port a server of the deployment listens on: vllm_fleet_port, else the last numeric
+    --port of ``argv``, else ``default``."""
+    given = flag_values(argv, "--port")
+    return int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or default)
+
+
 def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     """One single-node server's slot as its host's replicas (vllm_fleet_replicas_per_host, default
     ``auto``). GPU hosts: the host's GPUs (vllm_fleet_gpus, else all) split into sets of the GPUs one
@@ -232,8 +232,7 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
             dep.problems.append(f"{where}: {want} replicas need GPUs or CPU cores to split, but the host's facts "
                                 f"give neither ({reported}); leave it unset")
         return [slot]
-    given = flag_values(argv, "--port")
-    base = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or DEFAULT_PORT)
+    base = _server_port(dep, argv)
     if base + count - 1 > 65535:
         dep.problems.append(f"{where}: {count} replicas from port {base} run past 65535; lower vllm_fleet_port")
         return [slot]
@@ -245,9 +244,7 @@ def _front_door(dep: Deployment, groups: List[List[HostInput]], rendering, slots
     host): one --worker-urls list of every instance head (every replica of it), round robin."""
     _need_address([g[0] for g in groups], dep.problems, "router backend")
     proc = next(p for p in rendering.processes if p.kind == "vllm")
-    given = flag_values(as_list(dep.settings.get("extra_args")), "--port")
-    port = int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0)
-               or proc.port or DEFAULT_PORT)
+    port = _server_port(dep, as_list(dep.settings.get("extra_args")), proc.port or DEFAULT_PORT)
     replica_ports: Dict[str, List[int]] = {}
     for slot in slots:
         if slot.replica is not None and slot.port is not None:
@@ -300,7 +297,7 @@ def place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot
                             f"layout (half the GPUs each); it needs exactly one host in each pool")
     if problems:
         return []
-    pools = {role: _ordered_pool(pools[role], f"{role} pool", problems) for role in PD_ROLES}
+    pools = {role: _ordered_pool(pools[role], f"{role} pool", problems) or pools[role] for role in PD_ROLES}
     engine = [h for role in PD_ROLES for h in pools[role]]
     engine = [h for i, h in enumerate(engine) if h not in engine[:i]]
     if not colocated:
@@ -338,7 +335,6 @@ def place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot
 
 def place_kv(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot]:
     problems = dep.problems
-    store = dep.store or {}
     serving = select.deploy_type(cat.strategies, dep.req.strategy)
     nodes = dep.req.node_count if serving == "multi_node" else 1
     members = [h for h in hosts if not h.roles or "instance" in h.roles]

@@ -263,6 +263,9 @@ CONTRACT: List[Case] = [
     Case("preflight-check-perhaps", {"vllm_fleet_preflight_check_gpus": "perhaps"},
          "vllm_fleet_preflight_check_gpus"),
     Case("uv-sandbox-list", {"vllm_fleet_uv_sandbox": ["yes"]}, "vllm_fleet_uv_sandbox"),
+    # the shared systemd role's parameters are the bundle's own (its callers pass them)
+    Case("systemd-user", {"vllm_fleet_systemd_user": "root"}, "vllm_fleet_systemd_user",
+         also=r"set the runtime's own variables"),
     Case("gpus-backwards", {"vllm_fleet_gpus": "3-1"}, "vllm_fleet_gpus", also="runs backwards"),
     Case("gpus-twice", {"vllm_fleet_gpus": [1, 1]}, "vllm_fleet_gpus", also="GPU 1 is listed twice"),
     Case("gpus-words", {"vllm_fleet_gpus": "first four"}, "vllm_fleet_gpus"),

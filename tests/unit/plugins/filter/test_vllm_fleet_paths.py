@@ -63,11 +63,14 @@ def test_teardown_targets_join_the_plan_and_the_hosts_records():
     }
     targets = paths.teardown_targets(plan, recorded)
     assert targets == [{"deployment": "minilm", "containers": ["vllm-fleet-minilm", "vllm-fleet-minilm-prev"],
-                        "units": ["vllm-fleet-minilm-router"], "paths": ["/opt/vllm-fleet/minilm"], "orphan": False}]
+                        "units": ["vllm-fleet-minilm-router"], "paths": ["/opt/vllm-fleet/minilm"], "orphan": False,
+                        "processes": [{"name": "vllm-fleet-minilm-router", "runtime": "service"},
+                                      {"name": "vllm-fleet-minilm", "runtime": "docker"}]}]
     with_orphans = paths.teardown_targets(plan, recorded, orphans=True)
     assert [t["deployment"] for t in with_orphans] == ["minilm", "old-name"]
     assert with_orphans[1] == {"deployment": "old-name", "containers": [], "units": ["vllm-fleet-old-name"],
-                               "paths": ["/etc/vllm-fleet/old-name/x.json"], "orphan": True}
+                               "paths": ["/etc/vllm-fleet/old-name/x.json"], "orphan": True,
+                               "processes": [{"name": "vllm-fleet-old-name", "runtime": "uv"}]}
     # a host without a plan (its group left the inventory): only its records, and only on request
     assert paths.teardown_targets(None, recorded) == []
     assert [t["deployment"] for t in paths.teardown_targets(None, recorded, orphans=True)] == ["minilm", "old-name"]

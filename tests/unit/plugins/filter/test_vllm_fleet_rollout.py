@@ -155,3 +155,31 @@ def test_switch_steps_batch_the_changed_replicas_and_take_other_engines_together
     assert filters.switch_steps(new, None) == [new]
     pd = [{"name": "prefill0", "hash": "a"}, {"name": "decode0", "hash": "b"}]
     assert filters.switch_steps(pd, {"processes": []}) == [pd]
+
+
+def test_retired_are_the_recorded_engines_the_new_plan_no_longer_has():
+    def proc(name, phase="engine", port=8000):
+        return {"name": name, "phase": phase, "port": port}
+
+    old = {"processes": [proc("m"), proc("m-r1", port=8001), proc("m-router", "router", 9000), proc("m-master", "services")]}
+    new = {"processes": [proc("m-r0"), proc("m-r1", port=8001), proc("m-router", "router", 9000)]}
+    # one server becoming replicas: the old server goes; replicas kept and non-engines are not retired
+    assert filters.retired(old, new) == [proc("m")]
+    # fewer replicas
+    assert [p["name"] for p in filters.retired(new, {"processes": [proc("m-r0")]})] == ["m-r1"]
+    # an old engine whose name the new plan gives a non-engine still leaves as an engine
+    assert filters.retired({"processes": [proc("x")]}, {"processes": [proc("x", "router")]}) == [proc("x")]
+    # a first deploy (nothing recorded, or an undefined/odd value), and a record without processes
+    for previous in (None, "", [], {}, {"processes": None}):
+        assert filters.retired(previous, new) == []
+    assert filters.retired(old, None) == [proc("m"), proc("m-r1", port=8001)]
+    # old records without a phase are not engines
+    assert filters.retired({"processes": [{"name": "y"}]}, new) == []
+    assert filters.FilterModule().filters()["vllm_fleet_retired"] is filters.retired
+
+
+def test_drained_are_the_processes_with_a_drain_target():
+    procs = [{"name": "a", "drain": {"url": "u"}}, {"name": "b"}, {"name": "c", "drain": None}, {"name": "d", "drain": {}}]
+    assert filters.drained(procs) == [procs[0]]
+    assert filters.drained([]) == [] and filters.drained(None) == []
+    assert filters.FilterModule().filters()["vllm_fleet_drained"] is filters.drained

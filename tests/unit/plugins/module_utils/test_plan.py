@@ -730,3 +730,25 @@ def test_cpu_replicas_that_cannot_be_bound_are_refused_naming_host_and_variable(
     assert ("b: vllm_fleet_replicas_per_host: cores 0-7 of machine m1 would be bound by two deployments: 'one' "
             "(host a) and 'two' (host b); give one deployment another machine or vllm_fleet_replicas_per_host: 1"
             in problems), problems
+
+
+def test_instances_and_pd_pools_take_hosts_in_rank_order_by_one_rule():
+    """_instances (multi-node instances) and the P/D pools order hosts by the one rule of
+    _ordered_pool: explicit vllm_fleet_node_rank wins, the others fill the free ranks in order."""
+    from vllm_fleet.plan import _instances, _ordered_pool
+
+    def hosts(*ranks):
+        return [HostInput(name=f"h{i}", settings={}, node_rank=r) for i, r in enumerate(ranks)]
+
+    groups, problems = _instances(hosts(None, 0, None, 1), 2)
+    assert problems == [] and [[h.name for h in g] for g in groups] == [["h1", "h0"], ["h2", "h3"]]
+    problems = []
+    assert [h.name for h in _ordered_pool(hosts(None, 1, None), "prefill pool", problems)] == ["h0", "h1", "h2"]
+    assert problems == []
+    # ranks taken twice or out of range: a problem naming the host; the instance is left out
+    groups, problems = _instances(hosts(0, 0), 2)
+    assert groups == [] and problems == ["h0: vllm_fleet_node_rank values [0, 0] in the instance (h0, h1) "
+                                         "must be distinct and in 0..1"]
+    problems = []
+    assert _ordered_pool(hosts(None, 3), "decode pool", problems) is None
+    assert problems == ["h1: vllm_fleet_node_rank values [3] in the decode pool (h0, h1) must be distinct and in 0..1"]
