@@ -55,13 +55,22 @@ class PlannedProcess:
     # the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND in env); None
     # (left out of the dict): unbound
     cpus: Optional[List[int]] = None
+    # what the accelerator gives a docker engine (accelerator.py): device_requests, devices,
+    # groups (names), security_opts, shm_size, cpuset_cpus, env (laid under ``env`` at run time)
+    container: Optional[Dict[str, Any]] = None
+    # what the accelerator gives a uv engine's unit (accelerator.py): groups (names), env
+    unit: Optional[Dict[str, Any]] = None
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
+        """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
+        out ``drain`` and the accelerator blocks (``container``, ``unit``): hashing these new keys
+        would change every host's hash (accelerator.py folds a changed setting into ``hash``)."""
         out = asdict(self)
         if not with_drain:
-            del out["drain"]
-        for key in ("gpus", "replica", "devices", "cpus"):
-            if out[key] is None:
+            for key in ("drain", "container", "unit"):
+                del out[key]
+        for key in ("gpus", "replica", "devices", "cpus", "container", "unit"):
+            if key in out and out[key] is None:
                 del out[key]
         return out
 
@@ -109,6 +118,10 @@ class HostPlan:
     # deployments of the machine; the run summary reports them). Left out of the dict when None
     # (all used, or the facts do not tell)
     gpus_idle: Optional[List[int]] = None
+    # the accelerator (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python,
+    # install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines
+    # or an accelerator without settings. Not hashed (hashed() covers processes and files)
+    accelerator: Optional[Dict[str, Any]] = None
 
     def hashed(self) -> Dict[str, Any]:
         """What the host plan's hash covers."""
