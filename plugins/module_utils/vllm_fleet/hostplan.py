@@ -60,13 +60,24 @@ class PlannedProcess:
                                         "accelerator's", default=None)
     cpus: Optional[List[int]] = _doc("the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND "
                                      "in env); None (left out): unbound", default=None)
+    container: Optional[Dict[str, Any]] = _doc(
+        "what the accelerator gives a docker engine (accelerator.py): device_requests, devices, groups "
+        "(names), security_opts, shm_size, cpuset_cpus, env (laid under env at run time); None (left out): "
+        "not a docker engine", default=None)
+    unit: Optional[Dict[str, Any]] = _doc(
+        "what the accelerator gives a uv engine's unit (accelerator.py): groups (names), env; None (left "
+        "out): not a uv engine", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
+        """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
+        out ``drain`` and the accelerator blocks (``container``, ``unit``): hashing these new keys
+        would change every host's hash (accelerator.py folds a changed setting into ``hash``)."""
         out = asdict(self)
         if not with_drain:
-            del out["drain"]
-        for key in ("gpus", "replica", "devices", "cpus"):
-            if out[key] is None:
+            for key in ("drain", "container", "unit"):
+                del out[key]
+        for key in ("gpus", "replica", "devices", "cpus", "container", "unit"):
+            if key in out and out[key] is None:
                 del out[key]
         return out
 
@@ -114,6 +125,10 @@ class HostPlan:
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "
                                           "not tell", default=None)
+    accelerator: Optional[Dict[str, Any]] = _doc(
+        "the accelerator (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
+        "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "
+        "accelerator without settings. Not hashed (hashed() covers processes and files)", default=None)
 
     def hashed(self) -> Dict[str, Any]:
         """What the host plan's hash covers."""

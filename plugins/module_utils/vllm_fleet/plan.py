@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import schema, select
+from . import accelerator, schema, select
 from .contract import NAME_RE, SECRETS, settings_of
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -336,6 +336,7 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             secret_files=sorted({c["path"]: c for p in processes for c in p.credentials}.values(),
                                 key=lambda c: c["path"]),
             address=mine[0].host.address)
+        accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry
         if engine is not None and vendor in ("cuda", "rocm"):
