@@ -735,7 +735,7 @@ def test_cpu_replicas_that_cannot_be_bound_are_refused_naming_host_and_variable(
 def test_instances_and_pd_pools_take_hosts_in_rank_order_by_one_rule():
     """_instances (multi-node instances) and the P/D pools order hosts by the one rule of
     _ordered_pool: explicit vllm_fleet_node_rank wins, the others fill the free ranks in order."""
-    from vllm_fleet.plan import _instances, _ordered_pool
+    from vllm_fleet.placement import _instances, _ordered_pool
 
     def hosts(*ranks):
         return [HostInput(name=f"h{i}", settings={}, node_rank=r) for i, r in enumerate(ranks)]
