@@ -239,11 +239,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # secret values never leave this process: the digest key here is throwaway
     inputs = [host_input(n, checked[n], hostvars.get(n) or {}, b"vllm-fleet plan") for n in names
               if checked[n].get("vllm_fleet_recipe")]
+    # the NIC that carries a host's address comes from network facts at deploy time: without
+    # them (and without --iface / vllm_fleet_iface) the plan shows a marker where it goes
+    markers = {}
+    for inp in inputs:
+        if inp.iface is None:
+            inp.iface = markers[inp.name] = f"<NIC of {inp.address or inp.name}>"
     plans, problems = plan_fleet(load_catalog(args.recipes), inputs)
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return EXIT_USAGE
-    print(json.dumps(plans, indent=2))
+    text = json.dumps(plans, indent=2)
+    shown = [f"{host} ({marker})" for host, marker in markers.items() if marker in text]
+    if shown:
+        print("vllm-fleet plan: no network facts read: $IFACE_NAME is shown as a marker for "
+              + ", ".join(shown) + "; at deploy time the facts fill it (or pass --iface / set vllm_fleet_iface)",
+              file=sys.stderr)
+    print(text)
     return 0
 
 

@@ -213,6 +213,25 @@ def test_plan_command_prints_every_hosts_plan_of_an_inventory_group(monkeypatch,
     assert plans["h200-23"]["processes"][0]["name"] == "vllm-fleet-dsv3-pd-decode0"
 
 
+def test_plan_command_without_flags_marks_the_nic_only_facts_give(monkeypatch, capsys):
+    """The issue's own command: the example pins its hardware; the NIC (network facts at deploy
+    time) is shown as a marker, said on stderr, and --iface puts the real name in its place."""
+    _with_ansible_inventory(monkeypatch)
+    root = Path(__file__).resolve().parents[4]
+    monkeypatch.chdir(root)
+    assert cli.main(["plan", "--inventory", "inventories/example", "--limit", "dsv3_pd"]) == 0
+    captured = capsys.readouterr()
+    plans = json.loads(captured.out)
+    assert sorted(plans) == ["h200-21", "h200-22", "h200-23", "router-01"]
+    prefill = plans["h200-21"]["processes"][0]
+    assert prefill["env"]["GLOO_SOCKET_IFNAME"] == "<NIC of 10.20.1.21>"
+    assert "h200-21 (<NIC of 10.20.1.21>)" in captured.err and "router-01" not in captured.err
+    assert cli.main(["plan", "--inventory", "inventories/example", "--limit", "dsv3_pd", "--iface", "ens7"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["h200-21"]["processes"][0]["env"]["GLOO_SOCKET_IFNAME"] == "ens7"
+    assert "<NIC of" not in captured.out + captured.err
+
+
 def test_plan_command_layers_several_inventories(monkeypatch, capsys, tmp_path):
     _with_ansible_inventory(monkeypatch)
     root = Path(__file__).resolve().parents[4]
