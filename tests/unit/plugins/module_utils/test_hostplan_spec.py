@@ -13,13 +13,11 @@ import yaml
 
 from vllm_fleet import hostplan, loader
 from vllm_fleet.hostplan import HostPlan, PlannedProcess
-from vllm_fleet.plan import HostInput, plan
+from example_hosts import HOSTS, hosts_of   # tests/unit/example_hosts.py
+from vllm_fleet.plan import plan
 
 ROOT = Path(__file__).resolve().parents[4]
 ROLES = ROOT / "roles"
-EXAMPLE = ROOT / "inventories" / "example"
-HOSTS = yaml.safe_load((EXAMPLE / "hosts.yml").read_text())["all"]["children"]
-DETECTED = {"mi300x_cluster": "mi300x", "cpu_embeddings": "xeon6"}
 
 
 def test_every_role_block_is_up_to_date():
@@ -155,21 +153,6 @@ ansible_arg_spec = pytest.importorskip("ansible.module_utils.common.arg_spec",
 def validate(host_plan):
     validator = ansible_arg_spec.ArgumentSpecValidator({"vllm_fleet_plan": hostplan.argument_spec()})
     return validator.validate({"vllm_fleet_plan": host_plan}).error_messages
-
-
-def hosts_of(group):
-    group_vars = yaml.safe_load((EXAMPLE / "group_vars" / f"{group}.yml").read_text())
-    out = []
-    for name, hv in HOSTS[group]["hosts"].items():
-        merged = {**group_vars, **hv}
-        settings = {k[len("vllm_fleet_"):]: v for k, v in merged.items() if k.startswith("vllm_fleet_")}
-        roles = merged.get("vllm_fleet_role") or []
-        roles = [roles] if isinstance(roles, str) else list(roles)
-        gpu_host = not roles or bool(set(roles) & {"prefill", "decode", "instance"})
-        gpu = {"hardware": DETECTED.get(group, "h200")} if gpu_host else {"vendor": "none"}
-        out.append(HostInput(name, settings, hv["ansible_host"], "eth0", gpu,
-                             node_rank=merged.get("vllm_fleet_node_rank"), roles=roles))
-    return out
 
 
 @pytest.fixture(scope="module")
