@@ -198,12 +198,22 @@ def molecule(session: nox.Session) -> None:
 @nox.session
 def e2e(session: nox.Session) -> None:
     """End-to-end deploys on the local testbed (docker engine, SSH test hosts, real vLLM)."""
-    session.install("-e", ".", "pytest>=8", "ansible-core>=2.17,<2.20")
+    session.install("-e", ".", "pytest>=8", "pytest-xdist>=3.5", "ansible-core>=2.17,<2.20")
     session.run("bash", "tests/testbed/setup.sh", external=True)
     # posargs naming test files or node ids run those instead of the whole suite
     chosen = [a for a in session.posargs if a.startswith("tests/")]
+    # Test modules run in E2E_WORKERS pytest-xdist workers (default 2), a whole module per
+    # worker (--dist loadfile: a module's fleet fixture and its tests stay together, in order),
+    # longest modules first (tests/e2e/conftest.py). Much of a module's time is waiting (health
+    # gates, drains, a client load); each module has its own fleet, deployment and container
+    # names, and vLLM containers share their own test host's network namespace, so modules do
+    # not see each other. E2E_WORKERS=0 runs them one after the other in this process.
+    workers = os.environ.get("E2E_WORKERS", "2")
+    # --no-loadscope-reorder: xdist would otherwise order modules by their number of tests
+    parallel = ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"] if workers != "0" else []
     session.run("python", "-m", "pytest", *(chosen or ["tests/e2e"]), "-c", "tests/e2e/pytest.ini", "-v",
-                "-p", "no:cacheprovider", "--durations=0", *[a for a in session.posargs if a not in chosen])
+                "-p", "no:cacheprovider", "--durations=0", *parallel,
+                *[a for a in session.posargs if a not in chosen])
 
 
 @nox.session
