@@ -171,7 +171,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         hw = host.settings.get("hardware") or host.gpu.get("hardware")
         if not hw:
             problems.append(f"{host.name}: vllm_fleet_hardware: not set and not detected "
-                            f"(GPU facts: {host.gpu.get('vendor') or 'none'} "
+                            f"(GPU facts: {host.gpu.get('brand') or 'none'} "
                             f"{', '.join(host.gpu.get('names') or []) or host.gpu.get('cpu_model') or ''}); "
                             f"set it to one of: {', '.join(cat.profiles)}")
         elif hw not in cat.profiles:

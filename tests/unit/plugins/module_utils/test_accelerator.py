@@ -23,7 +23,7 @@ def cat():
 
 
 def gpu_host(hw="h200", render=False, **settings):
-    gpu = {"hardware": hw, "count": 8, "vendor": "nvidia" if hw == "h200" else "amd"}
+    gpu = {"hardware": hw, "count": 8, "brand": "nvidia" if hw == "h200" else "amd"}
     if render:
         gpu["render_nodes"] = list(RENDER)
     return HostInput(name="g", settings={"recipe": SEED, "hardware": hw, **settings}, address="10.0.0.1",
@@ -34,7 +34,7 @@ def cpu_host(**settings):
     numa = {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
     return HostInput(name="c", settings={"recipe": MINILM, "hardware": "xeon6", **settings}, address="10.0.0.5",
                      iface="eth0", machine="c",
-                     gpu={"vendor": "cpu", "hardware": "xeon6", "count": 0, "cpus": list(range(8)), "numa_nodes": numa})
+                     gpu={"brand": "cpu", "hardware": "xeon6", "count": 0, "cpus": list(range(8)), "numa_nodes": numa})
 
 
 def planned(cat, host):
