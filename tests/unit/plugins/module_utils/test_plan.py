@@ -36,7 +36,7 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     assert proc["env"] == {}
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
-    assert out["a"]["vendor"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
+    assert out["a"]["accelerator"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
     # two instances of one deployment: named apart (unique across the fleet)
     assert out["a"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i0"
     assert out["b"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i1"
@@ -44,7 +44,7 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
 
 def test_rocm_hosts_get_the_rocm_image(cat):
     out = plan(cat, [host("m", hw="mi300x")])
-    assert out["m"]["vendor"] == "rocm"
+    assert out["m"]["accelerator"] == "rocm"
     assert out["m"]["processes"][0]["image"] == "vllm/vllm-openai-rocm:latest"
 
 
@@ -228,7 +228,7 @@ def test_pd_pools_ranks_and_router_endpoints(cat):
                               "--decode", "http://10.0.0.3:8002", "--host", "0.0.0.0", "--port", "8000",
                               "--intra-node-data-parallel-size", "8"]
     assert router["runtime"] == "service" and router["packages"] == ["vllm-router"]
-    assert out["r"]["vendor"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
+    assert out["r"]["accelerator"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
     assert out["p2"]["instance_hosts"] == ["p1", "p2", "d1"] and out["p2"]["node_rank"] == 1
     assert rollout(out) == {"order": ["d1", "p1", "p2"], "serial": [3]}
 
