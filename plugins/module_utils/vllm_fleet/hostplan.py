@@ -8,8 +8,10 @@ The dict keys are the field names. The host plan's ``hash`` covers the whole pro
 the files (:meth:`HostPlan.hashed`), so renaming a PlannedProcess key would change every host's
 hash and make the first run after an upgrade restart every instance: narrow the hash to what
 runs before renaming one. HostPlan's own keys are outside the hash; they were renamed once
-(``vendor`` -> ``accelerator``, the ``accelerator`` block -> ``accelerator_setup``).
-tests/unit/plugins/module_utils/test_plan_hashes.py pins the example inventory's hashes.
+(``vendor`` -> ``accelerator``, the ``accelerator`` block -> ``accelerator_setup``), and the
+revision module reads plans recorded before that under today's names
+(plugins/modules/vllm_fleet_revision.py). tests/unit/plugins/module_utils/test_plan_hashes.py
+pins the example inventory's hashes.
 """
 
 from __future__ import annotations
