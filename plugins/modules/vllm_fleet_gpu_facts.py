@@ -111,9 +111,9 @@ ansible_facts:
       returned: always
       type: dict
       contains:
-        vendor:
-          description: C(nvidia) or C(amd) when a GPU tool reported GPUs, else C(cpu) when the CPU
-            model could be read, else C(none).
+        brand:
+          description: Who made the chip. C(nvidia) or C(amd) when a GPU tool reported GPUs, else
+            C(cpu) when the CPU model could be read, else C(none).
           type: str
           sample: nvidia
         hardware:
@@ -831,10 +831,10 @@ def detect_hardware(facts, gpus=None):
     """Taxonomy id for gathered facts; raises HardwareError for GPUs that do not map.
     CPU-only hosts give the Xeon id or None. `gpus` (AMD): per-GPU dicts with name,
     device_id and gfx_target; by default the facts' first device id / gfx target apply to all."""
-    vendor = facts.get("vendor")
+    brand = facts.get("brand")
     names = list(facts.get("names") or [])
-    if vendor not in ("nvidia", "amd"):
-        return map_cpu(facts.get("cpu_model")) if vendor == "cpu" else None
+    if brand not in ("nvidia", "amd"):
+        return map_cpu(facts.get("cpu_model")) if brand == "cpu" else None
     groups = []  # [[name, count]] in first-seen order
     for name in names:
         for group in groups:
@@ -846,12 +846,12 @@ def detect_hardware(facts, gpus=None):
     if not groups:
         return None
     memory = list(facts.get("memory_mib") or []) + [None] * len(names)
-    if vendor == "amd" and gpus is None:
+    if brand == "amd" and gpus is None:
         gpus = [{"name": n, "device_id": facts.get("device_id"), "gfx_target": facts.get("gfx_target")}
                 for n in names]
     found = []
     for name, count in groups:
-        if vendor == "nvidia":
+        if brand == "nvidia":
             mems = [m for n, m in zip(names, memory) if n == name and m is not None]
             hw, hint = map_nvidia(name, count, min(mems) if mems else None)
         else:
@@ -875,7 +875,7 @@ def detect_hardware(facts, gpus=None):
 
 def empty_facts():
     return {
-        "vendor": "none", "hardware": None, "detected": False, "detected_hardware": None,
+        "brand": "none", "hardware": None, "detected": False, "detected_hardware": None,
         "count": 0, "names": [], "memory_mib": [], "total_memory_gib": None,
         "driver_version": None, "cuda_version": None, "rocm_version": None,
         "gfx_target": None, "device_id": None, "bus_ids": [], "cpu_model": None,
@@ -883,15 +883,15 @@ def empty_facts():
     }
 
 
-def _fill_gpus(facts, vendor, source, gpus):
-    facts.update(vendor=vendor, source=source, count=len(gpus),
+def _fill_gpus(facts, brand, source, gpus):
+    facts.update(brand=brand, source=source, count=len(gpus),
                  names=[g.get("name") or "" for g in gpus],
                  memory_mib=[g.get("memory_mib") for g in gpus],
                  bus_ids=[g["bus_id"] for g in gpus if g.get("bus_id")])
     known = [m for m in facts["memory_mib"] if m is not None]
     facts["total_memory_gib"] = round(sum(known) / 1024.0, 1) if known else None
     facts["driver_version"] = next((g["driver_version"] for g in gpus if g.get("driver_version")), None)
-    if vendor == "amd":
+    if brand == "amd":
         facts["gfx_target"] = next((g["gfx_target"] for g in gpus if g.get("gfx_target")), None)
         facts["device_id"] = next((g["device_id"] for g in gpus if g.get("device_id")), None)
         facts["_gpus"] = gpus
@@ -1041,14 +1041,14 @@ def probe(run, which, read_text, list_dir=None, affinity=None):
         if fn(path):
             return facts
     if facts["cpu_model"]:
-        facts.update(vendor="cpu", source=CPUINFO)
+        facts.update(brand="cpu", source=CPUINFO)
     return facts
 
 
 def resolve(facts, hardware=None, require_gpu=False):
     """Finish the facts: pick the hardware id. Returns (facts, warnings); raises HardwareError."""
     warnings = []
-    if require_gpu and facts["vendor"] not in ("nvidia", "amd"):
+    if require_gpu and facts["brand"] not in ("nvidia", "amd"):
         raise HardwareError("no NVIDIA or AMD GPU found on this host (require_gpu is set): %s"
                             % "; ".join(facts["probe_notes"] or ["no GPU tool"]))
     try:
@@ -1063,7 +1063,7 @@ def resolve(facts, hardware=None, require_gpu=False):
             warnings.append("hardware %r is not a built-in taxonomy id (%s); make sure your "
                             "taxonomy defines it" % (hardware, ", ".join(HARDWARE_IDS)))
         # a TPU/XPU/NPU host only shows its CPU: no point in comparing with that
-        cpu_only = facts["vendor"] == "cpu" and hardware not in CPU_IDS
+        cpu_only = facts["brand"] == "cpu" and hardware not in CPU_IDS
         if detected and detected != hardware and not cpu_only:
             warnings.append("hardware is set to %r but this host looks like %r (%s)"
                             % (hardware, detected, describe(facts)))
@@ -1079,7 +1079,7 @@ def resolve(facts, hardware=None, require_gpu=False):
 
 
 def describe(facts):
-    if facts["vendor"] in ("nvidia", "amd"):
+    if facts["brand"] in ("nvidia", "amd"):
         return "%d x %s" % (facts["count"], ", ".join(sorted(set(facts["names"]))))
     return facts.get("cpu_model") or "no GPU"
 

@@ -65,7 +65,7 @@ ansible_facts:
     vllm_fleet_plan:
       description: >-
         deployment, recipe, variant, hardware, strategy, deploy_type, node_count, runtime,
-        vendor, accelerator (name, unit, uv), instance, instance_hosts, head, node_rank, command
+        accelerator, accelerator_setup (name, unit, uv), instance, instance_hosts, head, node_rank, command
         (shell form, for humans), health, hash and processes (name, role, rank, argv, env,
         secret_env, image, port, serves_http, served_model_name, model_path, hash; engines: their
         container block (docker) or unit block (uv) of accelerator settings).

@@ -17,7 +17,8 @@ description:
     returned as RV(pruned) so their venvs and images can be collected.
   - O(state=read) returns every deployment recorded on the host (RV(deployments)), including
     deployments no longer in the inventory; the records are the source of truth for status, teardown and
-    rollback.
+    rollback. A plan recorded by an older vllm-fleet is returned under today's key names (its
+    C(vendor) as C(accelerator), its C(accelerator) block as C(accelerator_setup)).
   - O(state=absent) removes a deployment's records (after teardown removed what they list).
   - Secret values never reach a record. The plan carries secret names only, and a plan in
     which any O(redact) value is found fails the module instead of being written.
@@ -129,9 +130,28 @@ def revisions(folder):
     return sorted(found)
 
 
+def todays_plan(plan):
+    """A recorded plan under today's key names. Plans recorded before the accelerator got one
+    word carry the accelerator's name (cuda | rocm | cpu | xpu | tpu | none) as ``vendor`` and
+    the host's accelerator setup (name, unit, uv) as ``accelerator``; today these are
+    ``accelerator`` and ``accelerator_setup``. Every read of a record comes through here, so
+    rollback.yml and a failed rollout's restore hand the roles a plan they accept. The hash is
+    the recorded one (it covers the processes and files, which kept their keys)."""
+    if not isinstance(plan, dict) or "vendor" not in plan:
+        return plan
+    plan = dict(plan)
+    if "accelerator" in plan:
+        plan["accelerator_setup"] = plan.pop("accelerator")
+    plan["accelerator"] = plan.pop("vendor")
+    return plan
+
+
 def load(folder, number):
     with open(os.path.join(folder, f"rev-{number}.json"), encoding="utf-8") as handle:
-        return json.load(handle)
+        record = json.load(handle)
+    if isinstance(record, dict) and "plan" in record:
+        record["plan"] = todays_plan(record["plan"])
+    return record
 
 
 def write_private(path, data):

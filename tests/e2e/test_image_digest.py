@@ -107,15 +107,15 @@ def digest_fleet(make_fleet):
 def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, digest_ref, tmp_path):
     state = Path(digest_fleet.info["state_dir"])
     # a whole plan (the roles' argument_specs declare every key, generated from hostplan.py),
-    # with the CPU accelerator's blocks as accelerator.py makes them
+    # with the CPU accelerator's blocks (accelerator_setup, container) as accelerator.py makes them
     plan = {
         "deployment": "e2e-digest", "recipe": "test/digest", "variant": "default", "deploy_type": "single_node",
-        "node_count": 1, "features": [], "runtime": "docker", "vendor": "cpu", "gpu_count": 0,
+        "node_count": 1, "features": [], "runtime": "docker", "accelerator": "cpu", "gpu_count": 0,
         "vram_gb_per_gpu": 0.0, "instance_hosts": ["dg-a"], "head": "dg-a", "node_rank": 0,
         "max_fail_percentage": 0, "phases": ["engine"], "command": "(digest test)", "health": {"enabled": False},
         "files": [], "config_dir": "/etc/vllm-fleet/e2e-digest", "exposed": [], "secret_files": [],
         "hash": "digesthost012345",
-        "accelerator": {"name": "cpu", "unit": {"groups": [], "env": {}}, "uv": {}},
+        "accelerator_setup": {"name": "cpu", "unit": {"groups": [], "env": {}}, "uv": {}},
         "processes": [{"name": CONTAINER, "kind": "vllm", "role": "single", "rank": 0, "phase": "engine",
                        "runtime": "docker", "image": digest_ref, "argv": ARGV, "env": {}, "secret_env": [],
                        "mounts": [], "packages": [], "model_path": None, "port": 18791, "serves_http": False,

@@ -25,7 +25,7 @@ def hosts_of(group):
         roles = merged.get("vllm_fleet_role") or []
         roles = [roles] if isinstance(roles, str) else list(roles)
         gpu_host = not roles or bool(set(roles) & {"prefill", "decode", "instance"})
-        gpu = {"hardware": DETECTED.get(group, "h200")} if gpu_host else {"vendor": "none"}
+        gpu = {"hardware": DETECTED.get(group, "h200")} if gpu_host else {"brand": "none"}
         out.append(HostInput(name, settings, hv["ansible_host"], "eth0", gpu,
                              node_rank=merged.get("vllm_fleet_node_rank"), roles=roles))
     return out

@@ -1,12 +1,13 @@
 """Accelerator settings: what a server gets from its host beyond its command, by accelerator.
 
 One word for what a server runs on: the *accelerator*, ``cuda`` | ``rocm`` | ``cpu`` | ``tpu`` |
-``xpu`` (GPU facts say ``vendor`` for nvidia / amd; the plan's ``vendor`` field carries the
-accelerator's name too, for the playbooks that read it).
+``xpu`` (the plan's ``accelerator`` field; ``none`` for a host without engines). The GPU facts
+name who made the chip, their ``brand`` (nvidia | amd | cpu | none); the plan's
+``accelerator_setup`` block is the host's setup for its accelerator.
 
 The planner (plan.py) calls :func:`attach` once per host plan. From the host's checked
 ``vllm_fleet_cuda_*`` / ``vllm_fleet_rocm_*`` / ``vllm_fleet_cpu_*`` variables (declared in
-contract.py, with the defaults the vendor roles' defaults had) it gives
+contract.py, with the defaults the accelerator roles' defaults had) it gives
 
 * every docker engine process a ``container`` block: ``device_requests`` (NVIDIA; a GPU set as
   ``device_ids``), ``devices`` (ROCm: ``/dev/kfd`` + ``/dev/dri``, or a replica's own render
@@ -15,7 +16,7 @@ contract.py, with the defaults the vendor roles' defaults had) it gives
   replica's cores) and ``env`` (the accelerator's, laid under the process's env at run time);
 * every uv engine process a ``unit`` block: ``groups`` (``SupplementaryGroups=``, names; the
   units get those the host has) and ``env`` (as above);
-* the host plan an ``accelerator`` block: its ``name``, ``unit`` (the host's unit block) and
+* the host plan an ``accelerator_setup`` block: its ``name``, ``unit`` (the host's unit block) and
   ``uv`` (what the uv runtime installs: ``python``, ``install_args``, ``package``, ``cpu_fixups``,
   ``overrides``, ``os_packages``).
 
@@ -27,7 +28,7 @@ that an operator's change of an accelerator setting makes the host not current a
 recreates / restarts exactly the affected servers (docker compares the container's params, the
 unit file changes). Inventories that keep the defaults keep their hashes; one that overrides an
 accelerator setting sees its servers' hashes change once, on the first run after the upgrade
-(the vendor roles' settings were in no hash before, so such a change went unnoticed by a re-run).
+(the accelerator roles' settings were in no hash before, so such a change went unnoticed by a re-run).
 """
 
 from __future__ import annotations
@@ -122,13 +123,13 @@ def _blocks(accelerator: str, s: Mapping[str, Any], proc: Any) -> Dict[str, Any]
 def attach(entry: Any, host_settings: Mapping[str, Any], plan_hash) -> None:
     """Give a host plan (hostplan.HostPlan, before its hash) its accelerator blocks; a process
     whose blocks are not what the defaults give gets their digest folded into its hash."""
-    accelerator = entry.vendor
+    accelerator = entry.accelerator
     if accelerator not in TABLES:
         return
     s, plain = settings(host_settings), settings({})
     # unit: every uv engine's unit block (the same on one host), for units whose process has none
     # (a revision recorded before the plan carried unit blocks, restored by the uv role)
-    entry.accelerator = {"name": accelerator, "unit": unit_block(accelerator, s), "uv": uv_block(accelerator, s)}
+    entry.accelerator_setup = {"name": accelerator, "unit": unit_block(accelerator, s), "uv": uv_block(accelerator, s)}
     for proc in entry.processes:
         if proc.kind not in ENGINE_KINDS or proc.runtime not in ("docker", "uv"):
             continue
@@ -138,4 +139,6 @@ def attach(entry: Any, host_settings: Mapping[str, Any], plan_hash) -> None:
         else:
             proc.unit = mine["unit"]
         if mine != _blocks(accelerator, plain, proc):
+            # "accelerator": the digest's own key, not a plan key; it stays whatever the plan's
+            # keys are called (renaming it would change the hash of every overridden process)
             proc.hash = plan_hash({"hash": proc.hash, "accelerator": mine})

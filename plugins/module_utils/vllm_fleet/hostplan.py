@@ -4,10 +4,14 @@ A :class:`HostPlan` is one host's part of one deployment; its :class:`PlannedPro
 what the host runs (vLLM engines, routers, Mooncake services). ``to_dict()`` gives the plain
 dicts the playbooks read as ``vllm_fleet_plan`` (``vllm-fleet plan`` prints them as JSON).
 
-The dict keys are the field names, unchanged from the untyped plan this replaces: the host plan's
-``hash`` covers the whole process list, so renaming a key would change every host's hash and
-make the first run after an upgrade restart every instance. Narrow the hash to what runs
-before renaming anything here.
+The dict keys are the field names. The host plan's ``hash`` covers the whole process list and
+the files (:meth:`HostPlan.hashed`), so renaming a PlannedProcess key would change every host's
+hash and make the first run after an upgrade restart every instance: narrow the hash to what
+runs before renaming one. HostPlan's own keys are outside the hash; they were renamed once
+(``vendor`` -> ``accelerator``, the ``accelerator`` block -> ``accelerator_setup``), and the
+revision module reads plans recorded before that under today's names
+(plugins/modules/vllm_fleet_revision.py). tests/unit/plugins/module_utils/test_plan_hashes.py
+pins the example inventory's hashes.
 """
 
 from __future__ import annotations
@@ -96,7 +100,7 @@ class HostPlan:
     node_count: int = _doc("nodes of this host's instance")
     features: List[str] = _doc("feature sets enabled")
     runtime: str = _doc("docker | uv; service for hosts without an engine")
-    vendor: str = _doc("accelerator: cuda | rocm | cpu | xpu | none")
+    accelerator: str = _doc("the software stack it runs on: cuda | rocm | cpu | xpu | tpu | none")
     brand: Optional[str] = _doc("hardware brand of the profile")
     gpu_count: int = _doc("per node, from the hardware profile")
     vram_gb_per_gpu: float = _doc("GPU memory per GPU (GB), from the hardware profile")
@@ -125,8 +129,8 @@ class HostPlan:
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "
                                           "not tell", default=None)
-    accelerator: Optional[Dict[str, Any]] = _doc(
-        "the accelerator (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
+    accelerator_setup: Optional[Dict[str, Any]] = _doc(
+        "the host's accelerator setup (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
         "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "
         "accelerator without settings. Not hashed (hashed() covers processes and files)", default=None)
 

@@ -16,7 +16,7 @@ SKIP = object()
 def _gpu_servers(host_plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
     """The vLLM servers of a host plan that run on GPUs (none for CPU / service-only hosts):
     what the GPU-set overlap check and the idle-GPU count look at."""
-    if host_plan.get("vendor") not in ("cuda", "rocm"):
+    if host_plan.get("accelerator") not in ("cuda", "rocm"):
         return []
     return [p for p in host_plan.get("processes") or [] if p.get("kind") in ("vllm", "omni")]
 

@@ -193,8 +193,8 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     where = f"{host.name}: vllm_fleet_replicas_per_host"
     argv = customize(list(slot.proc.argv), dep.settings, slot.proc.role, host.settings.get("listen"))
     need = max(1, gpus_per_node(argv, 1))
-    vendor, have = host.gpu.get("vendor"), int(host.gpu.get("count") or 0)
-    if vendor in ("nvidia", "amd") and have:
+    brand, have = host.gpu.get("brand"), int(host.gpu.get("count") or 0)
+    if brand in ("nvidia", "amd") and have:
         pool = [int(g) for g in host.settings.get("gpus") or range(have)]
         if [g for g in pool if g >= have]:
             return [slot]   # _gpu_set names the GPUs that do not exist
@@ -208,7 +208,7 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
         if count <= 1:
             return [slot]
         sets: List[Dict[str, Any]] = [{"gpus": g} for g in gpu_groups(pool, need, count, host.gpu.get("topology"))]
-    elif vendor == "cpu" and host.gpu.get("cpus"):
+    elif brand == "cpu" and host.gpu.get("cpus"):
         cpus = [int(c) for c in host.gpu["cpus"]]
         numa = {str(k): [int(c) for c in v] for k, v in as_map(host.gpu.get("numa_nodes")).items()} or {"0": cpus}
         count = max(1, len(numa) // need) if want == "auto" else int(want)
@@ -228,7 +228,7 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
         sets = [{"cpus": cores[i * need:(i + 1) * need]} for i in range(count)]
     else:
         if want != "auto":
-            reported = vendor or "no GPU facts"
+            reported = brand or "no GPU facts"
             dep.problems.append(f"{where}: {want} replicas need GPUs or CPU cores to split, but the host's facts "
                                 f"give neither ({reported}); leave it unset")
         return [slot]

@@ -36,7 +36,7 @@ from .rollout import drain_targets, rollout_batches
 
 RUNTIMES = ("docker", "uv")
 
-VENDOR_BY_BRAND_KEY = {"nvidia": "cuda", "amd": "rocm", "tpu": "tpu", "intel": "cpu"}
+ACCELERATOR_BY_BRAND_KEY = {"nvidia": "cuda", "amd": "rocm", "tpu": "tpu", "intel": "cpu"}
 
 SETTING_KEYS = (
     "recipe", "variant", "strategy", "hardware", "features", "feature_modes", "nodes",
@@ -171,7 +171,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         hw = host.settings.get("hardware") or host.gpu.get("hardware")
         if not hw:
             problems.append(f"{host.name}: vllm_fleet_hardware: not set and not detected "
-                            f"(GPU facts: {host.gpu.get('vendor') or 'none'} "
+                            f"(GPU facts: {host.gpu.get('brand') or 'none'} "
                             f"{', '.join(host.gpu.get('names') or []) or host.gpu.get('cpu_model') or ''}); "
                             f"set it to one of: {', '.join(cat.profiles)}")
         elif hw not in cat.profiles:
@@ -297,18 +297,18 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
         processes = [planned_process(dep, slot, files, engine_host) for slot in mine]
         engine = next((s for s in mine if s.phase == "engine"), None)
         first = processes[mine.index(engine or mine[0])]
-        vendor = "none"
+        accelerator_name = "none"
         if engine is not None:
-            vendor = VENDOR_BY_BRAND_KEY.get((engine.proc.docker or {}).get("brand_key"), "cuda")
+            accelerator_name = ACCELERATOR_BY_BRAND_KEY.get((engine.proc.docker or {}).get("brand_key"), "cuda")
             if profile.get("generation") == "xpu":
-                vendor = "xpu"
+                accelerator_name = "xpu"
         gpus = int(profile.get("gpu_count") or 1)
         entry = HostPlan(
             deployment=dep.name, recipe=req.hf_id, variant=req.variant, hardware=req.hardware,
             strategy=req.strategy, kv_offload=req.kv_offload, deploy_type=dep.deploy_type,
             node_count=len(engine.unit_hosts) if engine and engine.unit != "pd" else 1,
             features=req.features, runtime=dep.runtime if engine is not None else "service",
-            vendor=vendor, brand=profile.get("brand"), gpu_count=gpus,
+            accelerator=accelerator_name, brand=profile.get("brand"), gpu_count=gpus,
             vram_gb_per_gpu=(profile.get("vram_gb") or 0) / gpus,
             vram_minimum_gb=dep.variant.get("vram_minimum_gb"),
             min_vllm_version=dep.variant.get("min_vllm_version") or
@@ -339,7 +339,7 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry
-        if engine is not None and vendor in ("cuda", "rocm"):
+        if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)
     drain_targets(out)
     _check_reachable(dep, out)

@@ -124,7 +124,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         # set per tensor/pipeline rank separated by |; the container gets them as its cpuset
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(gpu_ranges(rank) for rank in slot.cpus)
     have = int(host.gpu.get("count") or 0)
-    if have and host.gpu.get("vendor") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
+    if have and host.gpu.get("brand") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
         need = gpus_per_node(argv, len(slot.unit_hosts))
         usable = len(gpus) if gpus is not None else have
         if need > usable:
@@ -197,8 +197,8 @@ def _gpu_set(dep: Deployment, host: HostInput, env: Mapping[str, str]) -> Option
                             f"themselves); leave it unset")
         return None
     have = int(host.gpu.get("count") or 0)
-    if host.gpu.get("vendor") is not None and host.gpu.get("vendor") not in ("nvidia", "amd"):
-        dep.problems.append(f"{where}: this host reports no GPUs (GPU facts: {host.gpu.get('vendor')}); "
+    if host.gpu.get("brand") is not None and host.gpu.get("brand") not in ("nvidia", "amd"):
+        dep.problems.append(f"{where}: this host reports no GPUs (GPU facts: {host.gpu.get('brand')}); "
                             f"leave it unset")
     elif have and max(gpus) >= have:
         missing = [g for g in gpus if g >= have]

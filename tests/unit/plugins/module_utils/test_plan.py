@@ -36,7 +36,7 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     assert proc["env"] == {}
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
-    assert out["a"]["vendor"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
+    assert out["a"]["accelerator"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
     # two instances of one deployment: named apart (unique across the fleet)
     assert out["a"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i0"
     assert out["b"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i1"
@@ -44,7 +44,7 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
 
 def test_rocm_hosts_get_the_rocm_image(cat):
     out = plan(cat, [host("m", hw="mi300x")])
-    assert out["m"]["vendor"] == "rocm"
+    assert out["m"]["accelerator"] == "rocm"
     assert out["m"]["processes"][0]["image"] == "vllm/vllm-openai-rocm:latest"
 
 
@@ -103,7 +103,7 @@ def test_unknown_recipe_and_hardware(cat):
 
 
 def test_undetected_hardware_tells_what_to_set(cat):
-    h = HostInput(name="a", settings={"recipe": SEED}, gpu={"vendor": "cpu", "cpu_model": "Intel(R) Xeon(R) Processor"})
+    h = HostInput(name="a", settings={"recipe": SEED}, gpu={"brand": "cpu", "cpu_model": "Intel(R) Xeon(R) Processor"})
     with pytest.raises(PlanError, match="a: vllm_fleet_hardware: not set and not detected"):
         plan(cat, [h])
 
@@ -195,7 +195,7 @@ def ds(name, address, roles=(), gpu=True, **settings):
     base = {"recipe": DS}
     base.update(settings)
     return HostInput(name=name, settings=base, address=address, iface="eth0",
-                     gpu={"hardware": "h200", "count": 8} if gpu else {"vendor": "none"},
+                     gpu={"hardware": "h200", "count": 8} if gpu else {"brand": "none"},
                      roles=list(roles))
 
 
@@ -228,7 +228,7 @@ def test_pd_pools_ranks_and_router_endpoints(cat):
                               "--decode", "http://10.0.0.3:8002", "--host", "0.0.0.0", "--port", "8000",
                               "--intra-node-data-parallel-size", "8"]
     assert router["runtime"] == "service" and router["packages"] == ["vllm-router"]
-    assert out["r"]["vendor"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
+    assert out["r"]["accelerator"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
     assert out["p2"]["instance_hosts"] == ["p1", "p2", "d1"] and out["p2"]["node_rank"] == 1
     assert rollout(out) == {"order": ["d1", "p1", "p2"], "serial": [3]}
 
@@ -428,9 +428,9 @@ def on(machine, name, deployment, port, gpus=None, hw="h200", **settings):
     base = {"recipe": SEED, "hardware": hw, "deployment": deployment, "port": port, **settings}
     if gpus is not None:
         base["gpus"] = gpus
-    vendor = "amd" if hw == "mi300x" else "nvidia"
+    brand = "amd" if hw == "mi300x" else "nvidia"
     return HostInput(name=name, settings=base, address="10.0.0.1", iface="eth0", machine=machine,
-                     gpu={"hardware": hw, "count": 8, "vendor": vendor})
+                     gpu={"hardware": hw, "count": 8, "brand": brand})
 
 
 def test_two_deployments_share_a_machine_on_disjoint_gpus(cat):
@@ -488,15 +488,15 @@ def test_gpu_ranges():
     assert gpu_ranges([0, 1, 2, 3, 6, 8, 9]) == "0-3,6,8-9" and gpu_ranges([4]) == "4"
 
 
-def _facts(count, gib_each=141.0, hw="h200", vendor="nvidia"):
-    return {"hardware": hw, "count": count, "vendor": vendor, "names": ["NVIDIA H200"] * count,
+def _facts(count, gib_each=141.0, hw="h200", brand="nvidia"):
+    return {"hardware": hw, "count": count, "brand": brand, "names": ["NVIDIA H200"] * count,
             "total_memory_gib": gib_each * count}
 
 
 def test_gpu_count_and_memory_are_checked_against_the_facts_for_every_host(cat):
     # fewer GPUs than the profile: refused naming host, hardware and counts; every host at once
     short = [host("a"), host("b"), host("c")]
-    short[0].gpu, short[1].gpu, short[2].gpu = _facts(8), _facts(0, vendor="none"), _facts(4)
+    short[0].gpu, short[1].gpu, short[2].gpu = _facts(8), _facts(0, brand="none"), _facts(4)
     with pytest.raises(PlanError) as exc:
         plan(cat, short)
     assert exc.value.problems == [
@@ -597,7 +597,7 @@ def test_replicas_split_a_gpu_set_by_the_command_and_a_router_lists_every_one(ca
     single = plan_fleet(cat, [on("m1", "a", "ernie", 8000, replicas_per_host=1)])[0]["a"]
     unset = on("m1", "a", "ernie", 8000)
     del unset.settings["replicas_per_host"]
-    unset.gpu = {"hardware": "h200", "count": 1, "vendor": "nvidia"}   # auto on one GPU: one server
+    unset.gpu = {"hardware": "h200", "count": 1, "brand": "nvidia"}   # auto on one GPU: one server
     unset.check_gpus = False   # (the h200 profile means 8)
     single_gpu = plan_fleet(cat, [unset])[0]["a"]
     assert single["processes"] == single_gpu["processes"] and single["hash"] == single_gpu["hash"]
@@ -622,7 +622,7 @@ def test_replicas_that_do_not_fit_or_do_not_apply_are_refused_naming_host_and_va
             plan(cat, [h])
         assert exc.value.problems == [message]
     cpu = HostInput(name="c", settings={"recipe": SEED, "hardware": "h200", "replicas_per_host": 2},
-                    address=None, iface="eth0", gpu={"vendor": "cpu"})
+                    address=None, iface="eth0", gpu={"brand": "cpu"})
     with pytest.raises(PlanError, match=r"c: vllm_fleet_replicas_per_host: 2 replicas need GPUs or CPU cores to "
                                         r"split, but the host's facts give neither \(cpu\)"):
         plan(cat, [cpu])
@@ -641,7 +641,7 @@ def test_auto_is_the_default_and_fills_the_host(cat):
     """No vllm_fleet_replicas_per_host: auto. The seed (TP 1) on an 8-GPU host is 8 servers; a
     host whose facts give no GPUs (not read, or a CPU host on one NUMA node) keeps one."""
     plain = HostInput(name="a", settings={"recipe": SEED, "hardware": "h200"}, address="10.0.0.1", iface="eth0",
-                      gpu={"hardware": "h200", "count": 8, "vendor": "nvidia"})
+                      gpu={"hardware": "h200", "count": 8, "brand": "nvidia"})
     plans, problems = plan_fleet(cat, [plain])
     assert problems == [] and [p["gpus"] for p in plans["a"]["processes"]] == [[i] for i in range(8)]
     assert [p["port"] for p in plans["a"]["processes"]] == list(range(8000, 8008))
@@ -692,7 +692,7 @@ def _cpu_host(name="c", numa=None, **settings):
     numa = numa or {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
     base = {"recipe": "sentence-transformers/all-MiniLM-L6-v2", "hardware": "xeon6", **settings}
     return HostInput(name=name, settings=base, address="10.0.0.5", iface="eth0",
-                     gpu={"vendor": "cpu", "hardware": "xeon6", "count": 0,
+                     gpu={"brand": "cpu", "hardware": "xeon6", "count": 0,
                           "cpus": sorted(c for cs in numa.values() for c in cs), "numa_nodes": numa})
 
 

@@ -346,7 +346,7 @@ ALL_IDS = ", ".join(gf.HARDWARE_IDS)
 
 def nvidia_facts(name, count, mib=81920):
     facts = gf.empty_facts()
-    facts.update(vendor="nvidia", names=[name] * count, memory_mib=[mib] * count, count=count)
+    facts.update(brand="nvidia", names=[name] * count, memory_mib=[mib] * count, count=count)
     return facts
 
 
@@ -388,7 +388,7 @@ def test_mixed_gpus_fail_and_one_model_counts_together():
 
 def test_unknown_amd_gpu():
     facts = gf.empty_facts()
-    facts.update(vendor="amd", names=["AMD Instinct MI300A"] * 4, count=4, device_id="0x74a0",
+    facts.update(brand="amd", names=["AMD Instinct MI300A"] * 4, count=4, device_id="0x74a0",
                  gfx_target="gfx942")
     with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'AMD Instinct MI300A' x4 on this host: "):
         gf.detect_hardware(facts)
@@ -399,12 +399,12 @@ def test_unknown_amd_gpu():
 
 def test_cpu_hosts():
     facts = gf.empty_facts()
-    facts.update(vendor="cpu", cpu_model="INTEL(R) XEON(R) PLATINUM 8592+")
+    facts.update(brand="cpu", cpu_model="INTEL(R) XEON(R) PLATINUM 8592+")
     assert gf.detect_hardware(facts) == "xeon5"
     facts["cpu_model"] = "AMD EPYC 9654 96-Core Processor"
     assert gf.detect_hardware(facts) is None
     facts, warnings = gf.resolve(facts)
-    assert (facts["vendor"], facts["hardware"], facts["detected"], warnings) == ("cpu", None, False, [])
+    assert (facts["brand"], facts["hardware"], facts["detected"], warnings) == ("cpu", None, False, [])
 
 
 # ------------------------------------------------------------------------------ probe + resolve
@@ -463,7 +463,7 @@ def test_probe_nvidia():
                            "--format=csv,noheader,nounits"], ["/usr/bin/nvidia-smi"],
                           ["/usr/bin/nvidia-smi", "topo", "-m"]]
     assert facts == {
-        "vendor": "nvidia", "hardware": "rtx_pro_6000_2x", "detected": True,
+        "brand": "nvidia", "hardware": "rtx_pro_6000_2x", "detected": True,
         "detected_hardware": "rtx_pro_6000_2x", "count": 2,
         "names": ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"] * 2,
         "memory_mib": [97887, 97887], "total_memory_gib": 191.2, "driver_version": "580.82.07",
@@ -490,7 +490,7 @@ def test_probe_falls_through_a_dead_nvidia_smi_to_amd_smi():
                     tuple(gf.AMD_SMI_VERSION): (0, version, "")},
     })
     facts, _ = gf.resolve(host.probe())
-    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 2, "amd-smi")
+    assert (facts["brand"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 2, "amd-smi")
     assert (facts["gfx_target"], facts["device_id"], facts["rocm_version"], facts["driver_version"]) == \
         ("gfx942", "0x74a1", "6.4.0", "6.10.5")
     assert facts["total_memory_gib"] == 384.0 and "_gpus" not in facts
@@ -520,7 +520,7 @@ def test_probe_amd_smi_without_gpu_does_not_retry():
         {"/proc/cpuinfo": CPUINFO})
     facts, _ = gf.resolve(host.probe())
     assert len(host.calls) == 1
-    assert (facts["vendor"], facts["hardware"], facts["detected"], facts["source"]) == \
+    assert (facts["brand"], facts["hardware"], facts["detected"], facts["source"]) == \
         ("cpu", "xeon6", True, "/proc/cpuinfo")
     assert facts["probe_notes"] == ["nvidia-smi: not found",
                                     "amd-smi (/usr/bin/amd-smi): no GPU (rc=1) AMD-SMI: Unable to detect "
@@ -546,13 +546,13 @@ def test_probe_rocm_smi_retries_but_not_without_gpus():
     host = Host({"rocm-smi": {tuple(gf.ROCM_SMI_QUERY[0]): (
         1, "\n\n%s\nWARNING: No AMD GPUs specified\n%s\n" % (banner, "=" * 40), "")}})
     facts = host.probe()
-    assert len(host.calls) == 1 and facts["vendor"] == "none"
+    assert len(host.calls) == 1 and facts["brand"] == "none"
     assert facts["probe_notes"][-1] == "rocm-smi (/usr/bin/rocm-smi): no GPU (rc=1) WARNING: No AMD GPUs specified"
 
 
 def test_probe_nothing_at_all():
     facts, warnings = gf.resolve(Host().probe())
-    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("none", None, 0, None)
+    assert (facts["brand"], facts["hardware"], facts["count"], facts["source"]) == ("none", None, 0, None)
     assert facts["total_memory_gib"] is None and warnings == []
 
 
@@ -886,7 +886,7 @@ def test_probe_cpus_without_numa_sysfs():
 def test_probe_reports_cpus_on_cpu_hosts_too():
     files = {"/proc/cpuinfo": CPUINFO, NODE + "/node0/cpulist": "0-1", NODE + "/node1/cpulist": "2-3"}
     facts, _ = gf.resolve(Host(files=files, dirs={NODE: ["node0", "node1"]}).probe())
-    assert (facts["vendor"], facts["hardware"]) == ("cpu", "xeon6")
+    assert (facts["brand"], facts["hardware"]) == ("cpu", "xeon6")
     assert facts["cpus"] == [0, 1, 2, 3] and facts["numa_nodes"] == {"0": [0, 1], "1": [2, 3]}
     assert "topology" not in facts and "render_nodes" not in facts
 
@@ -982,7 +982,7 @@ def test_e2e_h200x8(e2e):
     result = e2e["h200x8"]
     facts = result["ansible_facts"]["vllm_fleet_gpu"]
     assert result["changed"] is False and not result.get("failed") and result["_rc"] == 0
-    assert (facts["vendor"], facts["hardware"], facts["count"], facts["detected"]) == ("nvidia", "h200", 8, True)
+    assert (facts["brand"], facts["hardware"], facts["count"], facts["detected"]) == ("nvidia", "h200", 8, True)
     assert facts["names"] == ["NVIDIA H200"] * 8 and facts["memory_mib"] == [143771] * 8
     assert (facts["driver_version"], facts["cuda_version"], facts["source"]) == ("570.133.20", "12.8", "nvidia-smi")
     assert facts["total_memory_gib"] == 1123.2 and len(facts["bus_ids"]) == 8
@@ -1004,7 +1004,7 @@ def test_e2e_h200x8_nvlink_pairs_from_the_profile_file(e2e):
 @pytest.mark.parametrize("name,rocm", [("mi300x8", "6.4.0"), ("mi355x8", "7.0.2")])
 def test_e2e_amd_topology_and_render_nodes(e2e, name, rocm):
     facts = e2e[name]["ansible_facts"]["vllm_fleet_gpu"]
-    assert (facts["vendor"], facts["count"], facts["rocm_version"]) == ("amd", 8, rocm)
+    assert (facts["brand"], facts["count"], facts["rocm_version"]) == ("amd", 8, rocm)
     assert facts["topology"] == {"links": [["X" if i == j else "XGMI" for j in range(8)] for i in range(8)],
                                  "numa": HALVES}
     assert facts["render_nodes"] == ["/dev/dri/renderD%d" % (128 + i) for i in range(8)]
@@ -1014,7 +1014,7 @@ def test_e2e_mi300x8(e2e):
     result = e2e["mi300x8"]
     facts = result["ansible_facts"]["vllm_fleet_gpu"]
     assert result["changed"] is False and not result.get("failed")
-    assert (facts["vendor"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 8, "amd-smi")
+    assert (facts["brand"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 8, "amd-smi")
     assert (facts["gfx_target"], facts["device_id"], facts["rocm_version"], facts["driver_version"]) == \
         ("gfx942", "0x74a1", "6.4.0", "6.12.12")
     assert facts["memory_mib"] == [196592] * 8 and facts["cuda_version"] is None
@@ -1026,7 +1026,7 @@ def test_e2e_cpu_only(e2e):
     result = e2e["none"]
     facts = result["ansible_facts"]["vllm_fleet_gpu"]
     assert not result.get("failed") and result["changed"] is False
-    assert facts["vendor"] in ("cpu", "none") and facts["count"] == 0
+    assert facts["brand"] in ("cpu", "none") and facts["count"] == 0
     assert facts["hardware"] in (None, "xeon5", "xeon6")  # whatever CPU runs the tests
     assert [n.split(" ")[0] for n in facts["probe_notes"]] == ["nvidia-smi", "amd-smi:", "rocm-smi"]
     assert facts["probe_notes"][1] == "amd-smi: not found"

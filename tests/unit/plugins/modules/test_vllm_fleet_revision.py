@@ -92,3 +92,39 @@ def test_deployment_numbers_and_what_a_host_ran_at_a_revision(tmp_path):
     assert early.get("failed") and "no revision 0 or older" in early["msg"] and "recorded revisions: 1, 3, 4" in early["msg"]
     bad = run(tmp_path, state="read", deployment="minilm", revision="previous")
     assert bad.get("failed") and "is not a revision number" in bad["msg"]
+
+
+# ---- records written before the plan's keys were renamed --------------------------------------
+
+OLD_SETUP = {"name": "rocm", "unit": {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}},
+             "uv": {"python": "3.12"}}
+
+
+def write_record(tmp_path, number, host_plan):
+    folder = tmp_path / "state" / "minilm"
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"deployment": "minilm", "number": number, "hash": host_plan["hash"], "plan": host_plan,
+              "paths": [], "note": "", "time": "2026-01-01T00:00:00Z"}
+    (folder / f"rev-{number}.json").write_text(json.dumps(record))
+
+
+def test_an_old_record_reads_back_under_todays_keys(tmp_path):
+    # recorded by an older vllm-fleet: vendor (the accelerator's name) and the accelerator block
+    write_record(tmp_path, 1, dict(plan("h1"), vendor="rocm", accelerator=OLD_SETUP))
+    # older still: no accelerator block yet
+    write_record(tmp_path, 2, dict(plan("h2"), vendor="cpu"))
+    at1 = run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"]
+    assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP)
+    current = run(tmp_path, state="read")["deployments"]["minilm"]["record"]
+    assert current["plan"] == dict(plan("h2"), accelerator="cpu") and current["hash"] == "h2"
+    assert "vendor" not in json.dumps(current)
+
+
+def test_a_new_record_reads_back_unchanged(tmp_path):
+    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP)
+    run(tmp_path, state="recorded", deployment="minilm", plan=today)
+    assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == today
+    assert run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"] == today
+    none = dict(plan("h2"), accelerator="none", accelerator_setup=None)
+    run(tmp_path, state="recorded", deployment="minilm", plan=none)
+    assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == none
