@@ -84,7 +84,7 @@ need_debootstrap() {
     local t; t=$(date +%s.%N)
     log "installing debootstrap"
     apt-get update -qq
-    with_progress build-images -- apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
+    with_progress build-images -- apt-get install -y -qq -o DPkg::Lock::Timeout=600 --no-install-recommends debootstrap >/dev/null
     log "installed debootstrap in $(elapsed "$t") s"
 }
 

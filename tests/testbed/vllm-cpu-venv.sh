@@ -78,7 +78,7 @@ PY=$("$PY" -c 'import sys; print(sys.executable)')   # resolve pyenv shims to th
 pyver=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 [[ $pyver == 3.11 ]] || { echo "need Python 3.11 (the local torch wheel is cp311), got $pyver from $PY" >&2; exit 1; }
 if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
-    log "installing python3-venv (Debian)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    log "installing python3-venv (Debian)"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 python3-venv >/dev/null
 fi
 
 # pip options: the machine's CPU torch wheel dir, if present (also set in pip config here,
