@@ -197,12 +197,13 @@ def containers_using(path: Path) -> list[str]:
 
 
 def remove_network() -> str:
-    p = run(["docker", "network", "inspect", "-f", "{{len .Containers}}", testbed.NETWORK])
-    if p.returncode != 0:
-        return f"network {testbed.NETWORK}: absent"
-    if p.stdout.strip() not in ("", "0"):
-        return f"network {testbed.NETWORK}: left, {p.stdout.strip()} other container(s) use it"
-    r = run(["docker", "network", "rm", testbed.NETWORK])
+    with testbed.network_lock():   # no fleet is joining it meanwhile
+        p = run(["docker", "network", "inspect", "-f", "{{len .Containers}}", testbed.NETWORK])
+        if p.returncode != 0:
+            return f"network {testbed.NETWORK}: absent"
+        if p.stdout.strip() not in ("", "0"):
+            return f"network {testbed.NETWORK}: left, {p.stdout.strip()} other container(s) use it"
+        r = run(["docker", "network", "rm", testbed.NETWORK])
     return f"network {testbed.NETWORK}: " + ("removed" if r.returncode == 0 else f"not removed ({r.stderr.strip()})")
 
 

