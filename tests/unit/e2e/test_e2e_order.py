@@ -13,14 +13,15 @@ E2E = Path(__file__).resolve().parents[2] / "e2e"
 
 
 def _conftest():
-    sys.path.insert(0, str(E2E.parents[1] / "tests" / "testbed"))
+    """tests/e2e/conftest.py, loaded by path; the sys.path entries it adds are taken back."""
+    saved = list(sys.path)
     try:
         spec = importlib.util.spec_from_file_location("e2e_conftest", E2E / "conftest.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
     finally:
-        sys.path.pop(0)
+        sys.path[:] = saved
 
 
 def test_every_e2e_module_has_a_cost():
