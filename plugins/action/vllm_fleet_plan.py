@@ -22,7 +22,8 @@ from ansible.plugins.action import ActionBase
 # not controller-side plugins.
 try:
     from vllm_fleet import contract, loader
-    from vllm_fleet.plan import PlanError, deployment_of, host_input, plan, plan_fleet, plan_hash
+    from vllm_fleet.plan import (PlanError, deployment_of, host_input, limit_cuts, plan, plan_fleet, plan_hash,
+                                  without_facts)
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -78,6 +79,8 @@ class ActionModule(ActionBase):
         hostvars = task_vars["hostvars"]
         me = task_vars["inventory_hostname"]
         checked, problems = self._read(args["hosts"], hostvars)
+        if args.get("contract_only"):
+            problems += _inputs_problems(args["hosts"], hostvars, self._loader)
         if problems:
             raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed):\n"
                                     + "\n".join(problems))
@@ -92,15 +95,31 @@ class ActionModule(ActionBase):
             inputs = [replace(h, check_gpus=False, check_vram=False) for h in inputs]
         if args.get("all_hosts"):
             # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
-            # instead of O(hosts) per host
+            # instead of O(hosts) per host. A limit (-l, vllm_fleet_target) chooses which hosts
+            # change, never the shape: each deployment the play touches is planned over all of its
+            # inventory hosts (those outside the play without facts: their plans only fix names,
+            # ranks, pools and ports), and a limit that cuts an instance or a cluster is refused.
+            outside = [h for h in task_vars["groups"]["all"] if h not in set(task_vars["ansible_play_hosts_all"])]
+            peers, peer_problems = self._peers(inputs, outside, hostvars, digest_key)
+            if peer_problems:
+                raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed), on hosts "
+                                        "outside the limit of deployments this run plans:\n" + "\n".join(peer_problems))
             try:
-                plans, errors = plan_fleet(loader.load(args["recipe_sources"]), inputs)
+                order = {name: i for i, name in enumerate(task_vars["groups"]["all"])}   # inventory order
+                everyone = sorted(inputs + peers, key=lambda h: order.get(h.name, -1))
+                plans, errors = plan_fleet(loader.load(args["recipe_sources"]), everyone)
             except loader.LoadError as exc:
                 raise AnsibleActionFail(f"vllm_fleet_recipe_sources: {exc}") from exc
             if errors:
                 raise AnsibleActionFail("\n".join(errors))
+            cut = limit_cuts(plans, [h.name for h in inputs])
+            if cut:
+                raise AnsibleActionFail("vllm-fleet: the limit (-l / vllm_fleet_target) cuts what must change "
+                                        "together (nothing was changed):\n" + "\n".join(cut))
+            plans = {h.name: plans[h.name] for h in inputs}
             result.update(changed=False, plans=plans,
-                          msg=f"{len(plans)} host(s) in {len({p['deployment'] for p in plans.values()})} deployment(s)")
+                          msg=f"{len(plans)} host(s) in {len({p['deployment'] for p in plans.values()})} deployment(s)"
+                              + (f"; planned with {len(peers)} host(s) outside the limit" if peers else ""))
             return result
         mine = next((h for h in inputs if h.name == me), None)
         if mine is None:
@@ -119,6 +138,39 @@ class ActionModule(ActionBase):
                                               f"({host_plan['recipe']}, {host_plan['hardware']}, "
                                               f"{host_plan['strategy']}, rank {host_plan['node_rank']})"}
         return result
+
+    def _peers(self, inputs, outside, hostvars, digest_key):
+        """Inventory hosts outside the play that belong to a deployment the play plans: their
+        planning input (no facts: fit checks off; the hardware of their deployment's hosts in the
+        play where they set none), and the contract problems of those among them."""
+        touched = {deployment_of(h) for h in inputs}
+        detected = {}   # recipe -> hardware detected on the play's hosts that name no deployment
+        for host in inputs:
+            if not host.settings.get("deployment") and not host.settings.get("hardware") and host.gpu.get("hardware"):
+                detected.setdefault(host.settings.get("recipe"), set()).add(host.gpu["hardware"])
+        candidates = [h for h in outside if _plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
+        if not touched or not candidates:
+            return [], []
+        checked, problems = self._read(candidates, hostvars)
+        bad = {line.split(":", 1)[0] for line in problems}
+        peers, mine = [], []
+        for name in candidates:
+            values = checked[name]
+            if not values.get("vllm_fleet_recipe"):
+                continue
+            peer = host_input(name, values, hostvars[name], digest_key)
+            hardware = detected.get(peer.settings.get("recipe")) or ()
+            peer = without_facts(peer,
+                                 next(iter(hardware)) if len(hardware) == 1 and not peer.settings.get("deployment")
+                                 and not peer.settings.get("hardware") else None)
+            if deployment_of(peer) not in touched:
+                continue
+            if name in bad:
+                mine += [line for line in problems if line.startswith(name + ":")]
+            else:
+                peers.append(peer)
+        return peers, mine
+
 
 
 def _plain(value):
@@ -162,41 +214,197 @@ def _check_tunables(host, values, specs):
     return problems
 
 
-def _group_conflicts(hostvars, names):
-    """A host in two groups that each choose a recipe/deployment gets one of them silently
-    (Ansible merges group variables): refuse it, naming the groups."""
-    try:
-        from ansible.vars.plugins import get_vars_from_inventory_sources
+class _Layers:
+    """Where a host's variables come from in the inventory: the host's own, and each of its
+    groups' (inline and group_vars), with the group's ancestors and priority. Read through
+    Ansible's own objects; None where those internals are not there (other Ansible versions)."""
 
-        inventory = hostvars._inventory
-        loader = hostvars._loader
-    except (AttributeError, ImportError):  # pragma: no cover - other Ansible internals
-        return []
-    keys = ("vllm_fleet_recipe", "vllm_fleet_deployment")
-    chooses = {}
-    problems = []
-    for name in names:
-        host = inventory.get_host(name)
+    def __init__(self, hostvars):
+        try:
+            from ansible.vars.plugins import get_vars_from_inventory_sources
+
+            self.inventory = hostvars._inventory
+            self.loader = hostvars._loader
+            self._source_vars = get_vars_from_inventory_sources
+        except (AttributeError, ImportError):  # pragma: no cover - other Ansible internals
+            self.inventory = None
+        self._groups = {}
+
+    def _read(self, entity):
+        data = dict(self._source_vars(self.loader, self.inventory._sources, [entity], "inventory"))
+        data.update(entity.get_vars())
+        return data
+
+    def host(self, name):
+        """(the host's own variables, [(group, its variables, its ancestors' names, priority)])."""
+        host = self.inventory.get_host(name) if self.inventory is not None else None
         if host is None:
-            continue
+            return {}, []
         groups = []
         for group in host.get_groups():
             if group.name == "all":
                 continue
-            if group.name not in chooses:
-                data = dict(get_vars_from_inventory_sources(loader, inventory._sources, [group], "inventory"))
-                data.update(group.get_vars())
-                chooses[group.name] = {k: data[k] for k in keys if k in data}
-            if chooses[group.name]:
-                groups.append(group.name)
-        distinct = {json.dumps(chooses[g], sort_keys=True, default=str) for g in groups}
-        if len(distinct) > 1:
-            problems.append(f"{name}: vllm_fleet_recipe/vllm_fleet_deployment: the host is in {len(groups)} "
-                            f"deployment groups ({', '.join(sorted(groups))}) that choose different recipes or "
-                            f"deployments; Ansible would silently keep one. A host belongs to one deployment: "
-                            f"move it, or give each deployment its own inventory host with the machine's ansible_host "
-                            f"and its own vllm_fleet_gpus (several deployments on one machine)")
+            if group.name not in self._groups:
+                self._groups[group.name] = (self._read(group), {g.name for g in group.get_ancestors()},
+                                            group.priority)
+            data, ancestors, priority = self._groups[group.name]
+            groups.append((group.name, data, ancestors, priority))
+        return self._read(host), groups
+
+
+_LAYERS_CACHE = {}
+
+
+def _layers(hostvars):
+    key = id(hostvars._inventory) if hasattr(hostvars, "_inventory") else None
+    if key not in _LAYERS_CACHE:
+        _LAYERS_CACHE.clear()
+        _LAYERS_CACHE[key] = _Layers(hostvars)
+    return _LAYERS_CACHE[key]
+
+
+def _group_conflicts(hostvars, names):
+    """Ansible merges the variables of a host's groups silently: a child group overrides its
+    parents (layering: intended), but of two groups that are not each other's ancestor, the
+    later by priority and name wins. A host in two such groups that give one ``vllm_fleet_*``
+    variable different values is refused, naming host, groups, variable and both values; host
+    variables and a deeper group's value settle it."""
+    layers = _layers(hostvars)
+    problems = []
+    for name in names:
+        own, groups = layers.host(name)
+        setters = {}
+        for group, data, ancestors, priority in groups:
+            for key, value in data.items():
+                spec = contract.BY_NAME.get(key)
+                if spec is not None and spec.scope != "run" and key not in own:
+                    setters.setdefault(key, []).append((group, value, ancestors, priority))
+        for key, found in sorted(setters.items()):
+            # the groups whose value is not overridden by a descendant that sets it too
+            top = [f for f in found if not any(f[0] in other[2] for other in found)]
+            best = max(f[3] for f in top)
+            top = [f for f in top if f[3] == best]
+            values = {json.dumps(_plain(f[1]), sort_keys=True, default=str) for f in top}
+            if len(values) > 1:
+                shown = "; ".join(f"{g} sets {_shown(key, v)}" for g, v, _, _ in sorted(top, key=lambda f: f[0]))
+                problems.append(f"{name}: {key}: the host is in groups that set it differently ({shown}) and neither "
+                                f"group is the other's parent, so Ansible would silently keep one; set it once for the "
+                                f"host (host vars, a common parent group, or a child group of both)")
     return problems
+
+
+def _shown(key, value):
+    spec = contract.BY_NAME.get(key)
+    if spec is not None and spec.scope == "secret":
+        return "a value (not shown)"
+    text = json.dumps(_plain(value), default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# Variables the playbooks and roles set for themselves (set_fact, register, vars, loop_var,
+# a role's vars/): never inputs. Read from the bundle's YAML once per process, so a name added
+# there is covered without a list to keep.
+_SET_BY_BUNDLE = None
+
+
+def set_by_bundle(root=os.path.dirname(ROLES_DIR)):
+    """{name: where the bundle sets it} for every vllm_fleet_* variable the playbooks and roles
+    set themselves, less the names an operator may set (the contract's, the roles' defaults)."""
+    import glob
+
+    import yaml
+
+    found = {}
+
+    def walk(node, where):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("ansible.builtin.set_fact", "set_fact", "vars") and isinstance(value, dict):
+                    for name in value:
+                        found.setdefault(name, where)
+                elif key == "register" and isinstance(value, str):
+                    found.setdefault(value, where)
+                elif key == "loop_control" and isinstance(value, dict) and isinstance(value.get("loop_var"), str):
+                    found.setdefault(value["loop_var"], where)
+                walk(value, where)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, where)
+
+    tunable = set(contract.BY_NAME)
+    files = sorted(glob.glob(os.path.join(root, "playbooks", "**", "*.yml"), recursive=True)) + \
+        sorted(glob.glob(os.path.join(root, "roles", "*", "tasks", "*.yml"))) + \
+        sorted(glob.glob(os.path.join(root, "roles", "*", "handlers", "*.yml")))
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            walk(yaml.safe_load(handle), os.path.relpath(path, root))
+    for path in sorted(glob.glob(os.path.join(root, "roles", "*", "vars", "*.yml"))):
+        with open(path, encoding="utf-8") as handle:
+            for name in yaml.safe_load(handle) or {}:
+                found.setdefault(name, os.path.relpath(path, root))
+    for path in glob.glob(os.path.join(root, "roles", "*", "defaults", "*.yml")):
+        with open(path, encoding="utf-8") as handle:
+            tunable.update(yaml.safe_load(handle) or {})
+    return {k: v for k, v in found.items()
+            if str(k).startswith(contract.PREFIX) and k not in tunable and not k.startswith(contract.RESERVED_PREFIXES)}
+
+
+def _internal_names():
+    global _SET_BY_BUNDLE
+    if _SET_BY_BUNDLE is None:
+        _SET_BY_BUNDLE = set_by_bundle()
+        _SET_BY_BUNDLE.update({k: "the bundle" for k in contract.INTERNAL if k not in _SET_BY_BUNDLE})
+    return _SET_BY_BUNDLE
+
+
+_EXTRA = None
+
+
+def _extra_vars(ansible_loader):
+    """The run's -e variables as Ansible read them, and the problems of their key=value text
+    (Ansible splits `-e key=value` at spaces and drops the words without '=')."""
+    global _EXTRA
+    if _EXTRA is None:
+        from ansible import context
+        from ansible.parsing.splitter import split_args
+        from ansible.utils.vars import load_extra_vars
+
+        problems = []
+        for text in context.CLIARGS.get("extra_vars") or ():
+            text = to_text(text).strip()
+            if not text or text[0] in "@[{":
+                continue
+            words = split_args(text)
+            dropped = [w for w in words if "=" not in w]
+            named = [w.split("=", 1)[0] for w in words if "=" in w and w.startswith(contract.PREFIX)]
+            if dropped and named:
+                problems.append(f"-e: {named[0]}: the value has spaces, and Ansible's key=value reading keeps only "
+                                f"the first word (it dropped {len(dropped)} word(s)); quote it for Ansible too, as "
+                                f"JSON: -e '{{\"{named[0]}\": \"...\"}}'")
+        _EXTRA = (dict(load_extra_vars(ansible_loader)), problems)
+    return _EXTRA
+
+
+def _inputs_problems(names, hostvars, ansible_loader):
+    """Variables the bundle sets itself (the plan, the checked run options, a check's switch,
+    every fact and register of the playbooks) given as inputs: from -e (which beats everything
+    the playbooks set) or from the inventory. One line each, naming host (or -e) and variable."""
+    internal = _internal_names()
+    extra, problems = _extra_vars(ansible_loader)
+    for key in sorted(k for k in extra if k in internal):
+        problems.append(f"-e: {key}: set by the bundle itself ({internal[key]}), not an input: -e would replace "
+                        f"what the run computes; remove it")
+    layers = _layers(hostvars)
+    for name in names:
+        own, groups = layers.host(name)
+        for key in sorted(k for k in own if k in internal):
+            problems.append(f"{name}: {key}: set by the bundle itself ({internal[key]}), not an input: remove it from "
+                            f"the host's variables")
+        for group, data, _, _ in groups:
+            for key in sorted(k for k in data if k in internal):
+                problems.append(f"{name}: {key}: set by the bundle itself ({internal[key]}), not an input: remove it "
+                                f"from group {group}")
+    return list(dict.fromkeys(problems))
 
 
 def _digest_key(checked):

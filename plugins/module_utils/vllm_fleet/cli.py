@@ -201,7 +201,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import subprocess
 
     from . import contract
-    from .plan import host_input, plan_fleet
+    from .plan import host_input, iface_marked, plan_fleet, without_facts
 
     argv = ["ansible-inventory"]
     for source in args.inventory:
@@ -241,10 +241,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
               if checked[n].get("vllm_fleet_recipe")]
     # the NIC that carries a host's address comes from network facts at deploy time: without
     # them (and without --iface / vllm_fleet_iface) the plan shows a marker where it goes
-    markers = {}
-    for inp in inputs:
-        if inp.iface is None:
-            inp.iface = markers[inp.name] = f"<NIC of {inp.address or inp.name}>"
+    inputs = [without_facts(inp) for inp in inputs]
+    markers = {inp.name: inp.iface for inp in inputs if iface_marked(inp)}
     plans, problems = plan_fleet(load_catalog(args.recipes), inputs)
     if problems:
         print("\n".join(problems), file=sys.stderr)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, schema, select
@@ -97,6 +98,18 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      check_vram=checked.get("vllm_fleet_preflight_check_vram") is not False)
 
 
+def without_facts(host: HostInput, hardware: Optional[str] = None) -> HostInput:
+    """A host planned without its facts (the CLI; a host outside the run's limit): no GPU facts
+    (fit checks off; ``hardware``, when given, stands for the detected one), and where the NIC
+    would come from network facts a marker ``<NIC of ADDRESS>`` (``iface_marked``)."""
+    return replace(host, gpu={"hardware": hardware} if hardware else {}, addresses=[],
+                   iface=host.iface or f"<NIC of {host.address or host.name}>",
+                   check_gpus=False, check_vram=False)
+
+
+def iface_marked(host: HostInput) -> bool:
+    return bool(host.iface) and host.iface.startswith("<NIC of ")
+
 def deployment_of(host: HostInput) -> str:
     """The deployment a host belongs to: vllm_fleet_deployment, else recipe + hardware."""
     return host.settings.get("deployment") or default_deployment(
@@ -122,6 +135,38 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
     problems += check_cores(plans, machines)
     mark_idle_gpus(plans, machines, {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")})
     return plans, problems
+
+
+def limit_cuts(plans: Mapping[str, Mapping[str, Any]], limited: Sequence[str]) -> List[str]:
+    """What a limit (the hosts that change in this run) cuts, one line each: an instance whose
+    hosts are not all in it (its ranks start together); a P/D or KV-store cluster (pools and
+    services span its hosts) or a router in the limit (its worker list comes from every worker
+    host's facts) whose deployment's hosts are not all in it. ``plans``: every host of the
+    deployments planned (the limit's and the others of their deployments)."""
+    inside = set(limited)
+    problems: List[str] = []
+    whole_needed: Dict[str, str] = {}
+    for name in limited:
+        entry = plans[name]
+        missing = [h for h in entry.get("instance_hosts") or [] if h not in inside]
+        if missing:
+            problems.append(f"{name}: vllm_fleet_instance: the limit cuts instance {entry.get('unit')} of deployment "
+                            f"{entry['deployment']!r}: {', '.join(missing)} outside it; an instance changes whole "
+                            f"(add its hosts to the limit: -l {','.join(entry['instance_hosts'])})")
+        why = ("a P/D cluster" if entry.get("deploy_type") == "pd_cluster" else
+               f"a {entry['kv_offload']} cluster" if entry.get("kv_offload") else
+               # a router's worker list comes from its workers' facts (replicas, ports)
+               "a router with workers" if "router" in (entry.get("phases") or []) else None)
+        if why:
+            whole_needed.setdefault(entry["deployment"], why)
+    for deployment, why in whole_needed.items():
+        members = [n for n, entry in plans.items() if entry["deployment"] == deployment]
+        missing = [n for n in members if n not in inside]
+        if missing:
+            first = next(n for n in members if n in inside)
+            problems.append(f"{first}: vllm_fleet_deployment: the limit cuts {deployment!r}, {why} whose hosts change "
+                            f"together: {', '.join(missing)} outside it (add them: -l {','.join(members)})")
+    return problems
 
 
 def _differs(hosts: Sequence[HostInput], key: str) -> Optional[str]:

@@ -273,7 +273,7 @@ CONTRACT: List[Case] = [
     Case("gpus-mapping", {"vllm_fleet_gpus": {"0": True}}, "vllm_fleet_gpus"),
 ]
 # a host in two deployment groups (Ansible would silently keep one group's variables)
-TWO_GROUPS = Case("two-groups", {}, "vllm_fleet_recipe", base=False)
+TWO_GROUPS = Case("two-groups", {}, "vllm_fleet_deployment", base=False)
 CONTRACT_OK = ["k-ok-plain", "k-ok-digest", "k-ok-port-string", "k-ok-no-recipe"]
 
 
@@ -455,6 +455,7 @@ TRACEBACK = re.compile(r"Traceback \(most recent call last\)|exception occurred 
 # Ansible 2.19 shows an exception escaping an action plugin as "Task failed: <str(exc)>" (no traceback
 # without -vvv): every failure must be one of the plan action's own messages instead.
 OWN_FAILURE = re.compile(r"vllm-fleet: the inventory breaks the contract|vllm-fleet plan failed for deployment |"
+                         r"vllm-fleet: the limit \(-l / vllm_fleet_target\) cuts |"
                          r"[\w.-]+: vllm_fleet_\w+")
 
 
@@ -506,10 +507,10 @@ def _inventory(hosts: List[str], groups: Dict[str, Tuple[Dict[str, Any], List[st
     return "\n".join(out) + "\n"
 
 
-def _play(tmp: Path, inventory: str, *extra: str) -> Run:
+def _play(tmp: Path, inventory: str, *extra: str, playbook: str = PLAYBOOK) -> Run:
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "inventory.yml").write_text(inventory, encoding="utf-8")
-    (tmp / "play.yml").write_text(PLAYBOOK % {"recipes": ROOT / "recipes"}, encoding="utf-8")
+    (tmp / "play.yml").write_text(playbook % {"recipes": ROOT / "recipes"}, encoding="utf-8")
     env = dict(os.environ)
     env.update(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-local"), ANSIBLE_REMOTE_TEMP=str(tmp / "ansible-remote"),

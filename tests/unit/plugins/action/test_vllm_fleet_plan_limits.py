@@ -1,0 +1,210 @@
+"""The plan step's input boundary, through real ``ansible-playbook`` (issue 26, items 0, 0b, 5):
+
+* a limit (``-l``) chooses which hosts change, never a deployment's shape: every deployment the
+  play touches is planned over all of its inventory hosts, so a limited host's plan equals its
+  plan in an unlimited run; a limit that cuts a multi-node instance, a P/D or a Mooncake
+  cluster is refused naming the instance/deployment and the hosts outside the limit; hosts
+  outside the limit of the touched deployments are checked against the contract, hosts of
+  other deployments are not;
+* variables the bundle sets itself (the plan, the checked run options, a check's switch, every
+  fact and register of the playbooks) are refused as inputs, from the inventory or ``-e``; the
+  playbooks' own play vars (status.yml's ``vllm_fleet_preamble_fit_checks``) are not inputs;
+* ``-e key=value`` text whose value Ansible would cut at a space is refused;
+* a deployment is the hosts whose resolved variables choose it, however the groups that set
+  them nest; two groups that are not each other's parent and set one variable differently are
+  refused naming host, groups, variable and both values.
+
+The harness (inventory writer, ansible-playbook runner, crash check) is the contract test's.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_vllm_fleet_plan_contract import (  # noqa: E402
+    ANSIBLE_PLAYBOOK, DSV3, ERNIE, PLAYBOOK, ROOT, Run, _assert_no_crash, _plans, _play, yaml)
+
+pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not found")
+
+H200 = {"vllm_fleet_recipe": ERNIE, "vllm_fleet_hardware": "h200"}
+_MULTI = dict(H200, vllm_fleet_deployment="m", vllm_fleet_strategy="multi_node_tp", vllm_fleet_nodes=2,
+              vllm_fleet_iface="eth0")
+_PD = {"vllm_fleet_recipe": DSV3, "vllm_fleet_hardware": "h200", "vllm_fleet_strategy": "pd_cluster",
+       "vllm_fleet_deployment": "pd",
+       "vllm_fleet_pd_nodes": {"prefill": {"parallelism": "dep"}, "decode": {"parallelism": "tp"}}}
+_MC = {"vllm_fleet_recipe": DSV3, "vllm_fleet_hardware": "h200", "vllm_fleet_strategy": "single_node_tp",
+       "vllm_fleet_kv_offload": "kv_store_centralized_mooncake", "vllm_fleet_deployment": "mc"}
+
+
+def _host(address: str, **variables: Any) -> Dict[str, Any]:
+    return dict(variables, ansible_host=address)
+
+
+def _inventory(hosts: Dict[str, Dict[str, Any]], children: Dict[str, Any] = None) -> str:
+    data: Dict[str, Any] = {"all": {"vars": {"ansible_connection": "local",
+                                             "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+                                    "hosts": hosts}}
+    if children:
+        data["all"]["children"] = children
+    return yaml.safe_dump(data, default_flow_style=False, sort_keys=False, width=1000)
+
+
+FLEET = {
+    # two 2-node instances (m1+m2, m3+m4)
+    **{f"m{i}": _host(f"10.8.0.{i}", **_MULTI) for i in range(1, 5)},
+    # three single-node instances
+    **{f"s{i}": _host(f"10.8.1.{i}", **H200, vllm_fleet_deployment="s") for i in range(1, 4)},
+    # P/D: prefill, decode, router
+    "pd1": _host("10.8.2.1", **_PD, vllm_fleet_role="prefill"),
+    "pd2": _host("10.8.2.2", **_PD, vllm_fleet_role="decode"),
+    "pd3": _host("10.8.2.3", **_PD, vllm_fleet_role="router"),
+    # Mooncake: an instance, and master + store + router
+    "mc1": _host("10.8.3.1", **_MC),
+    "mc2": _host("10.8.3.2", **_MC, vllm_fleet_role=["master", "store"]),
+    "n1": _host("10.8.4.1"),
+}
+# layered groups (kubespray style): the fleet sets the hardware, a child the recipe, a grandchild
+# the deployment name; plus sibling groups that agree, and a child overriding its parent
+LAYERED = {
+    "fleet": {"vars": {"vllm_fleet_hardware": "h200", "vllm_fleet_port": 8100},
+              "children": {"ernie": {"vars": {"vllm_fleet_recipe": ERNIE},
+                                     "children": {"ernie_nest": {"vars": {"vllm_fleet_deployment": "nest",
+                                                                          "vllm_fleet_port": 8200},
+                                                                 "hosts": {"n1": None}}}}}},
+    "rack_a": {"vars": {"vllm_fleet_served_model_name": "ernie"}, "hosts": {"n1": None}},
+    "team_x": {"vars": {"vllm_fleet_served_model_name": "ernie"}, "hosts": {"n1": None}},
+}
+# the play vars status.yml and teardown.yml give _plan.yml: the bundle's own, not an input
+STATUS_PLAYBOOK = PLAYBOOK.replace("  gather_facts: false\n",
+                                   "  gather_facts: false\n  vars:\n    vllm_fleet_preamble_fit_checks: false\n", 1)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> Dict[str, Run]:
+    inventory = _inventory(FLEET, LAYERED)
+    out = {"full": _play(tmp_path_factory.mktemp("full"), inventory, playbook=STATUS_PLAYBOOK)}
+    out["cut"] = _play(tmp_path_factory.mktemp("cut"), inventory, "-l", "m2,m3,pd1,pd3,mc1")
+    out["limited"] = _play(tmp_path_factory.mktemp("limited"), inventory, "-l", "m1,m2,s2,n1")
+    return out
+
+
+def test_unlimited_run_plans_layered_groups(runs):
+    run = runs["full"]
+    assert run.rc == 0, run.out[-4000:]
+    plans = _plans(run)
+    assert set(plans) == set(FLEET)
+    nest = plans["n1"]
+    assert nest["deployment"] == "nest" and nest["recipe"] == ERNIE and nest["hardware"] == "h200"
+    assert nest["health"]["port"] == 8200   # the grandchild's value overrides the fleet's
+
+
+def test_limited_hosts_keep_their_unlimited_plans(runs):
+    full, limited = _plans(runs["full"]), runs["limited"]
+    assert limited.rc == 0, limited.out[-4000:]
+    plans = _plans(limited)
+    assert set(plans) == {"m1", "m2", "s2", "n1"}      # only the limit's hosts get a plan
+    for host in plans:
+        assert plans[host] == full[host], host          # names, ranks, instance, ports, hash
+    assert [p["name"] for p in plans["s2"]["processes"]] == [p["name"] for p in full["s2"]["processes"]]
+    assert plans["s2"]["unit"] == "i1" and plans["m1"]["instance_hosts"] == ["m1", "m2"]
+    _assert_no_crash(limited)
+
+
+def test_limit_that_cuts_instances_and_clusters_is_refused(runs):
+    run = runs["cut"]
+    assert run.rc != 0
+    assert "the limit (-l / vllm_fleet_target) cuts what must change together (nothing was changed)" in run.out
+    assert run.names("m2", "vllm_fleet_instance") and "m1 outside it" in run.out
+    assert run.names("m3", "vllm_fleet_instance") and "m4 outside it" in run.out
+    assert run.names("pd1", "vllm_fleet_deployment") and "'pd', a P/D cluster" in run.out and "pd2 outside it" in run.out
+    assert run.names("mc1", "vllm_fleet_deployment") and "mc2 outside it" in run.out
+    assert "Show the plans" not in run.out
+    _assert_no_crash(run)
+
+
+# ------------------------------------------------------------------------------------------
+# hosts outside the limit: checked when their deployment is planned, not otherwise
+
+def test_outside_hosts_of_the_deployment_are_checked(tmp_path):
+    hosts = {"u1": _host("10.8.5.1", **H200, vllm_fleet_deployment="u"),
+             "u2": _host("10.8.5.2", **H200, vllm_fleet_deployment="u", vllm_fleet_port="eighty"),
+             "v1": _host("10.8.5.3", **H200, vllm_fleet_deployment="v"),
+             "z1": _host("10.8.5.4", **H200, vllm_fleet_deployment="z", vllm_fleet_nodes="many")}
+    inventory = _inventory(hosts)
+    refused = _play(tmp_path / "u", inventory, "-l", "u1")
+    assert refused.rc != 0 and refused.names("u2", "vllm_fleet_port"), refused.out[-3000:]
+    assert "the inventory breaks the contract (nothing was changed), on hosts outside the limit" in refused.out
+    assert not refused.names("z1", "vllm_fleet_nodes")
+    _assert_no_crash(refused)
+    planned = _play(tmp_path / "v", inventory, "-l", "v1")
+    assert planned.rc == 0, planned.out[-3000:]
+    assert set(_plans(planned)) == {"v1"}
+
+
+# ------------------------------------------------------------------------------------------
+# the bundle's own variables are not inputs; Ansible's key=value reading is not trusted
+
+SENTINEL_PLAN = {"deployment": "evil", "processes": []}
+
+
+def test_internal_variables_from_the_inventory_are_refused(tmp_path):
+    hosts = {"i1": _host("10.8.6.1", **H200, vllm_fleet_plan=SENTINEL_PLAN),
+             "i2": _host("10.8.6.2", **H200, vllm_fleet_deployment="i2"),
+             "i3": _host("10.8.6.3", **H200, vllm_fleet_deployment="i3", vllm_fleet_deploy_steps=[]),
+             # two sibling groups that set one variable differently (Ansible keeps one silently)
+             "c1": _host("10.8.6.4", **H200, vllm_fleet_deployment="c1")}
+    children = {"switches": {"vars": {"vllm_fleet_current": True}, "hosts": {"i2": None}},
+                "ports_a": {"vars": {"vllm_fleet_port": 8100}, "hosts": {"c1": None}},
+                "ports_b": {"vars": {"vllm_fleet_port": 8200}, "hosts": {"c1": None}}}
+    run = _play(tmp_path, _inventory(hosts, children))
+    assert run.rc != 0
+    assert run.names("i1", "vllm_fleet_plan") and "remove it from the host's variables" in run.out
+    assert run.names("i2", "vllm_fleet_current") and "from group switches" in run.out
+    assert run.names("i3", "vllm_fleet_deploy_steps") and "playbooks/_deploy.yml" in run.out
+    assert run.names("c1", "vllm_fleet_port")
+    assert 'ports_a sets 8100; ports_b sets 8200' in run.out
+    assert "Plan every deployment" not in run.out
+    _assert_no_crash(run)
+
+
+@pytest.mark.parametrize("extra, var", [
+    (["-e", "vllm_fleet_preamble_fit_checks=false"], "vllm_fleet_preamble_fit_checks"),
+    (["-e", '{"vllm_fleet_run": {"state_dir": "/etc"}}'], "vllm_fleet_run"),
+    (["-e", "vllm_fleet_current=true"], "vllm_fleet_current"),
+    (["-e", "vllm_fleet_change_note=max-model-len 4096"], "vllm_fleet_change_note"),
+], ids=["fit-checks", "run-json", "current", "note-cut-at-space"])
+def test_internal_variables_and_cut_values_from_extra_vars_are_refused(tmp_path, extra, var):
+    run = _play(tmp_path, _inventory({"e1": _host("10.8.7.1", **H200)}), *extra)
+    assert run.rc != 0, run.out[-3000:]
+    assert f"-e: {var}: " in run.out, run.out[-3000:]
+    assert "Plan every deployment" not in run.out
+    _assert_no_crash(run)
+
+
+def test_quoted_extra_vars_are_accepted(tmp_path):
+    run = _play(tmp_path, _inventory({"e1": _host("10.8.7.1", **H200)}),
+                "-e", '{"vllm_fleet_change_note": "max-model-len 4096"}', "-e", "vllm_fleet_force=true")
+    assert run.rc == 0, run.out[-3000:]
+
+
+def test_set_by_bundle_lists_the_playbooks_own_variables():
+    sys.path.insert(0, str(ROOT / "plugins" / "action"))
+    import vllm_fleet_plan as action   # noqa: E402 - the plugin module itself
+
+    from vllm_fleet import contract
+
+    found = action.set_by_bundle(str(ROOT))
+    for name in ("vllm_fleet_plan", "vllm_fleet_run", "vllm_fleet_current", "vllm_fleet_preamble_fit_checks",
+                 "vllm_fleet_preamble_plans", "vllm_fleet_deploy_steps", "vllm_fleet_outcome",
+                 "vllm_fleet_processes", "vllm_fleet_uv_venv"):
+        assert name in found, name
+    assert not set(found) & set(contract.BY_NAME)
+    defaults: List[str] = []
+    for path in (ROOT / "roles").glob("*/defaults/main.yml"):
+        defaults += list(yaml.safe_load(path.read_text()) or {})
+    assert not set(found) & set(defaults)
