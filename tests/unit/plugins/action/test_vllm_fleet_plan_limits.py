@@ -67,6 +67,8 @@ FLEET = {
     "mc1": _host("10.8.3.1", **_MC),
     "mc2": _host("10.8.3.2", **_MC, vllm_fleet_role=["master", "store"]),
     "n1": _host("10.8.4.1"),
+    # `vllm_fleet_recipe:` with no value beside other settings: unset, the host deploys nothing
+    "nr": _host("10.8.9.1", vllm_fleet_recipe=None, vllm_fleet_port=8100),
 }
 # layered groups (kubespray style): the fleet sets the hardware, a child the recipe, a grandchild
 # the deployment name; plus sibling groups that agree, and a child overriding its parent
@@ -97,7 +99,7 @@ def test_unlimited_run_plans_layered_groups(runs):
     run = runs["full"]
     assert run.rc == 0, run.out[-4000:]
     plans = _plans(run)
-    assert set(plans) == set(FLEET)
+    assert set(plans) == set(FLEET) - {"nr"}
     nest = plans["n1"]
     assert nest["deployment"] == "nest" and nest["recipe"] == ERNIE and nest["hardware"] == "h200"
     assert nest["health"]["port"] == 8200   # the grandchild's value overrides the fleet's
