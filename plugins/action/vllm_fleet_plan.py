@@ -141,13 +141,11 @@ class ActionModule(ActionBase):
 
     def _peers(self, inputs, outside, hostvars, digest_key):
         """Inventory hosts outside the play that belong to a deployment the play plans: their
-        planning input (no facts: fit checks off; the hardware of their deployment's hosts in the
-        play where they set none), and the contract problems of those among them."""
+        planning input (no facts: fit checks off), and the problems among them (contract, or a
+        deployment that only their GPU facts would name)."""
         touched = {deployment_of(h) for h in inputs}
-        detected = {}   # recipe -> hardware detected on the play's hosts that name no deployment
-        for host in inputs:
-            if not host.settings.get("deployment") and not host.settings.get("hardware") and host.gpu.get("hardware"):
-                detected.setdefault(host.settings.get("recipe"), set()).add(host.gpu["hardware"])
+        # recipes of touched deployments named from the detected hardware (no vllm_fleet_deployment)
+        implicit = {h.settings.get("recipe") for h in inputs if not h.settings.get("deployment")}
         candidates = [h for h in outside if _plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
         if not touched or not candidates:
             return [], []
@@ -156,13 +154,17 @@ class ActionModule(ActionBase):
         peers, mine = [], []
         for name in candidates:
             values = checked[name]
-            if not values.get("vllm_fleet_recipe"):
+            recipe = values.get("vllm_fleet_recipe")
+            if not recipe:
                 continue
-            peer = host_input(name, values, hostvars[name], digest_key)
-            hardware = detected.get(peer.settings.get("recipe")) or ()
-            peer = without_facts(peer,
-                                 next(iter(hardware)) if len(hardware) == 1 and not peer.settings.get("deployment")
-                                 and not peer.settings.get("hardware") else None)
+            if not values.get("vllm_fleet_deployment") and not values.get("vllm_fleet_hardware"):
+                if recipe in implicit:
+                    mine.append(f"{name}: vllm_fleet_deployment: outside the limit, with recipe {recipe} and neither "
+                                f"vllm_fleet_deployment nor vllm_fleet_hardware: only its GPU facts name its deployment, "
+                                f"so a limited run cannot tell whether it belongs to one this run changes; set "
+                                f"vllm_fleet_deployment (or vllm_fleet_hardware) for these hosts, or run without -l")
+                continue
+            peer = without_facts(host_input(name, values, hostvars[name], digest_key))
             if deployment_of(peer) not in touched:
                 continue
             if name in bad:
@@ -170,7 +172,6 @@ class ActionModule(ActionBase):
             else:
                 peers.append(peer)
         return peers, mine
-
 
 
 def _plain(value):

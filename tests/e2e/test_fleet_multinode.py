@@ -175,6 +175,20 @@ def test_multi_node_tp_two_instances(fleet, cat):
     assert again.seconds < run.seconds, (again.seconds, run.seconds)
 
 
+def test_a_limit_that_cuts_an_instance_is_refused_before_any_change(fleet):
+    # -l one node of a two-node instance: refused naming the instance and the host to add; the
+    # plan is made over the whole deployment, so nothing is re-planned around the limit
+    names = ["vllm-fleet-mntp-i0-head0", "vllm-fleet-mntp-i0-worker1", "vllm-fleet-mntp-i1-head0",
+             "vllm-fleet-mntp-i1-worker1"]
+    before = {n: container(n)["Id"] for n in names}
+    run = playbook("deploy.yml", fleet.inventory, "-l", "mn-b", "-e", '{"vllm_fleet_extra_args": ["--max-num-seqs", "8"]}')
+    assert run.rc != 0, run
+    assert "mn-b: vllm_fleet_instance: the limit cuts instance i0 of deployment 'mntp': mn-a outside it" in run.out, run
+    assert "-l mn-a,mn-b" in run.out and "Traceback" not in run.out
+    assert "PLAY [Roll out the engines" not in run.out, run.out[-2000:]
+    assert {n: container(n)["Id"] for n in names} == before
+
+
 def test_multi_node_dep_four_nodes(fleet, cat):
     run = playbook("deploy.yml", fleet.inventory, "-l", "mndep_cluster")
     assert run.rc == 0, run

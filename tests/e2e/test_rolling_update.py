@@ -169,6 +169,32 @@ def test_rollback_playbook_to_the_previous_and_to_a_named_revision_under_load(ro
         assert '"note": "rollback to revision 2"' in _records(roll, host)
 
 
+def test_a_limit_of_one_host_updates_it_under_its_name_and_touches_no_other(roll):
+    # -l one host of three single-node instances: the deployment is still planned over all its
+    # hosts, so roll-b stays instance i1 (vllm-fleet-roll-i1), and only roll-b changes
+    before = {h: running(roll, h) for h in ENGINES}
+    changed = GOOD + ["--max-num-seqs", "8"]
+    run = playbook("deploy.yml", roll.inventory, "-l", "roll-b", "-e", json.dumps({"vllm_fleet_extra_args": changed}))
+    assert run.rc == 0, run
+    assert set(run.recap) == {"roll-b"}, run.recap
+    c = running(roll, "roll-b")
+    assert c["Id"] != before["roll-b"]["Id"] and c["Config"]["Cmd"][-4:] == changed, c["Config"]["Cmd"]
+    for host in ("roll-a", "roll-c"):
+        now = running(roll, host)
+        assert now["Id"] == before[host]["Id"] and now["State"]["StartedAt"] == before[host]["State"]["StartedAt"], host
+    for name in ("vllm-fleet-roll", "vllm-fleet-roll-i0-prev", "vllm-fleet-roll-r0"):
+        assert docker_inspect(name) is None, name   # no renamed or extra server
+    assert "--max-num-seqs" in _records(roll, "roll-b") and "--max-num-seqs" not in _records(roll, "roll-a")
+    workers = host_exec(roll.container("roll-r"), ["python3", "-c", "import urllib.request as u;print(u.urlopen("
+                        "'http://127.0.0.1:8000/list_workers').read().decode())"])
+    assert len(json.loads(workers.stdout)["urls"]) == 3, workers.stdout
+    # a limit holding the router without its workers' hosts is refused before any host changes
+    refused = playbook("deploy.yml", roll.inventory, "-l", "roll-r")
+    assert refused.rc != 0 and "the limit (-l / vllm_fleet_target) cuts" in refused.out, refused
+    assert "a router with workers" in refused.out and "roll-a" in refused.out.split("cuts")[1], refused
+    assert "Traceback" not in refused.out
+
+
 def test_teardown_of_a_deployment_gone_from_the_inventory_leaves_nothing(roll):
     # the inventory now names another deployment: "roll" is only known from the hosts' records
     run = playbook("teardown.yml", roll.inventory, "-l", "roll_cluster",
@@ -208,11 +234,17 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     to 2: the 6 dropped ones leave the router and go, r0 and r1 run on untouched. Then a changed
     flag under load: r0 (the canary) and r1 switch one after the other, 0 failed requests.
     (VLLM_STANDIN_CHECK=0: the argv is compared here, not parsed by the real vLLM.)"""
+    # roll-b and roll-c leave the deployment (`vllm_fleet_recipe:` unset in a layer): a limit
+    # plans a deployment over all its hosts, so "roll" is now roll-a and its router roll-r
+    layer = Path(roll.inventory[-1]).with_name("replicas_only_roll_a.yml")
+    layer.write_text(json.dumps({"all": {"hosts": {"roll-b": {"vllm_fleet_recipe": None},
+                                                   "roll-c": {"vllm_fleet_recipe": None}}}}) + "\n")
+    inventory = roll.inventory + [str(layer)]
     limit = ["-l", "roll-a,roll-r"]
     env = {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_LATENCY": "0.2", "VLLM_STANDIN_CHECK": "0"}
     auto = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_env": env}
     # the FAKE MI300X x8 host beside it (same run, in parallel)
-    run = playbook("deploy.yml", roll.inventory, "-l", "roll-a,roll-r,roll-m", "--diff", "-e", json.dumps(auto))
+    run = playbook("deploy.yml", inventory, "-l", "roll-a,roll-r,roll-m", "--diff", "-e", json.dumps(auto))
     assert run.rc == 0, run
     for i in range(8):   # the plan shows every replica's GPU set and port
         assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in " ".join(run.out.split()), i
@@ -229,7 +261,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     for i in range(8):   # every replica answers on its own port (the health gate passed them all)
         status, _ = host_http(roll.container("roll-m"), "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
         assert status == 200, i
-    rocm_down = playbook("teardown.yml", roll.inventory, "-l", "roll-m")
+    rocm_down = playbook("teardown.yml", inventory, "-l", "roll-m")
     assert rocm_down.rc == 0 and docker_inspect("vllm-fleet-roll-rocm-r0") is None, rocm_down
     got = _replicas()
     assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
@@ -245,7 +277,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     # two replicas: r2-r7 leave the router and go; r0, r1 run as they were (same containers)
     two = {**auto, "vllm_fleet_replicas_per_host": 2}
     kept = {k: got[k]["Id"] for k in ("r0", "r1")}
-    fewer = playbook("deploy.yml", roll.inventory, *limit, "-e", json.dumps(two))
+    fewer = playbook("deploy.yml", inventory, *limit, "-e", json.dumps(two))
     assert fewer.rc == 0, fewer
     got = _replicas()
     assert sorted(got) == ["r0", "r1"] and {k: c["Id"] for k, c in got.items()} == kept, sorted(got)
@@ -253,7 +285,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
     # a changed flag under load: the canary r0, then r1, each out of the router while it switches
     load = Load(roll, "replicas", SEED)
-    update = playbook("deploy.yml", roll.inventory, *limit, "-e", json.dumps({**two, "vllm_fleet_extra_args": GOOD}))
+    update = playbook("deploy.yml", inventory, *limit, "-e", json.dumps({**two, "vllm_fleet_extra_args": GOOD}))
     stats = load.stop(capsys)
     assert update.rc == 0, update
     assert stats["failed"] == 0 and stats["requests"] >= 30, stats
@@ -262,7 +294,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     assert sorted(got) == ["r0", "r1"], sorted(got)   # no -prev left
     for key, c in got.items():
         assert c["Id"] != kept[key] and c["Config"]["Cmd"][-4:] == GOOD + ["--port", str(8000 + int(key[1:]))]
-    down = playbook("teardown.yml", roll.inventory, *limit)
+    down = playbook("teardown.yml", inventory, *limit)
     assert down.rc == 0 and _replicas() == {}, down
     with capsys.disabled():
         print(f"\nreplicas: deploy 8 in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, "

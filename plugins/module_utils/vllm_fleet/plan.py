@@ -98,11 +98,11 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      check_vram=checked.get("vllm_fleet_preflight_check_vram") is not False)
 
 
-def without_facts(host: HostInput, hardware: Optional[str] = None) -> HostInput:
+def without_facts(host: HostInput) -> HostInput:
     """A host planned without its facts (the CLI; a host outside the run's limit): no GPU facts
-    (fit checks off; ``hardware``, when given, stands for the detected one), and where the NIC
-    would come from network facts a marker ``<NIC of ADDRESS>`` (``iface_marked``)."""
-    return replace(host, gpu={"hardware": hardware} if hardware else {}, addresses=[],
+    (fit checks off), and where the NIC would come from network facts a marker
+    ``<NIC of ADDRESS>`` (``iface_marked``)."""
+    return replace(host, gpu={}, addresses=[],
                    iface=host.iface or f"<NIC of {host.address or host.name}>",
                    check_gpus=False, check_vram=False)
 

@@ -148,6 +148,21 @@ def test_outside_hosts_of_the_deployment_are_checked(tmp_path):
     assert set(_plans(planned)) == {"v1"}
 
 
+def test_outside_hosts_named_only_by_their_facts_are_not_guessed(tmp_path):
+    # a1's deployment is named from its detected hardware (fake nvidia-smi: H200 x8); a2's would
+    # be too, from facts a limited run does not read: refused, never guessed
+    hosts = {"a1": {"vllm_fleet_recipe": ERNIE, "case_gpu": True},
+             "a2": _host("10.8.8.2", vllm_fleet_recipe=ERNIE),
+             "b1": _host("10.8.8.3", **H200, vllm_fleet_deployment="b")}
+    inventory = _inventory(hosts)
+    refused = _play(tmp_path / "a", inventory, "-l", "a1")
+    assert refused.rc != 0 and refused.names("a2", "vllm_fleet_deployment"), refused.out[-3000:]
+    assert "only its GPU facts name its deployment" in refused.out
+    _assert_no_crash(refused)
+    planned = _play(tmp_path / "b", inventory, "-l", "b1")   # b names its deployment: a2 is not its
+    assert planned.rc == 0 and set(_plans(planned)) == {"b1"}, planned.out[-3000:]
+
+
 # ------------------------------------------------------------------------------------------
 # the bundle's own variables are not inputs; Ansible's key=value reading is not trusted
 
