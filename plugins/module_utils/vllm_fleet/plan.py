@@ -28,7 +28,7 @@ from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash, secret_digest
 from .planargv import LOOPBACK, flag_values, listen_address
-from .machines import check_cores, check_gpus, check_machines, mark_idle_gpus
+from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
 from .placement import is_engine_host, no_replicas, place_kv, place_pd, place_plain
 from .processes import planned_process
 from .rollout import drain_targets, rollout_batches
@@ -118,6 +118,7 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
             problems.append(f"vllm-fleet plan failed for deployment {name!r}:\n{exc}")
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
+    problems += check_names(plans, machines)
     problems += check_gpus(plans, machines)
     problems += check_cores(plans, machines)
     mark_idle_gpus(plans, machines, {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")})
