@@ -355,8 +355,9 @@ GB_PER_GIB = 2 ** 30 / 10 ** 9
 def _check_fit(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProcess], problems: List[str]) -> None:
     """An engine host's GPUs against its plan: as many as the hardware profile says, and the
     instance's memory (this host's, times the nodes of the instance) at least the variant's
-    vram_minimum_gb. Only where the host's GPU facts were read and report a count."""
-    if host.gpu.get("count") is None:
+    vram_minimum_gb. Only where the host's GPU facts were read and report a count, and for
+    deploy and rollback (``fit_layout``; status and teardown plan a host that lost a GPU)."""
+    if host.gpu.get("count") is None or not host.fit_layout:   # status / teardown: not judged
         return
     have = int(host.gpu.get("count") or 0)
     if host.check_gpus and have < entry.gpu_count:

@@ -60,6 +60,11 @@ class HostInput:
     # the GPU-count and GPU-memory checks against the host's facts (vllm_fleet_preflight_check_*)
     check_gpus: bool = True
     check_vram: bool = True
+    # False (status, teardown: fit_checks off): the layout comes from the inventory alone, not
+    # fitted to today's GPU count, so a host that lost a GPU still shows and tears down: a GPU
+    # set naming a GPU the facts no longer list, a fixed replica count beyond today's GPUs and a
+    # command needing more GPUs per node than the host reports all plan (deploy refuses them)
+    fit_layout: bool = True
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
