@@ -41,7 +41,8 @@ class ActionModule(ActionBase):
 
     def _plan_group(self, sources, group):
         key = plan_hash([sources, [(h.name, h.settings, h.address, h.iface, h.gpu,
-                                    h.instance, h.node_rank, h.roles, h.check_gpus, h.check_vram) for h in group]])
+                                    h.instance, h.node_rank, h.roles, h.check_gpus, h.check_vram, h.fit_layout)
+                                   for h in group]])
         with _LOCK:
             cached = _CACHE.get(key)
             if cached is None:
@@ -92,7 +93,8 @@ class ActionModule(ActionBase):
         inputs = [host_input(h, checked[h], hostvars[h], digest_key) for h in args["hosts"]
                   if checked[h].get("vllm_fleet_recipe")]
         if not boolean(args.get("fit_checks", True), strict=False):   # status, teardown
-            inputs = [replace(h, check_gpus=False, check_vram=False) for h in inputs]
+            # nor the layout fitted to today's GPUs: a host that lost one still shows / tears down
+            inputs = [replace(h, fit_layout=False) for h in inputs]
         if args.get("all_hosts"):
             # every deployment of the play at once (run_once): O(hosts) hostvars reads in all,
             # instead of O(hosts) per host. A limit (-l, vllm_fleet_target) chooses which hosts

@@ -40,8 +40,11 @@ options:
     description:
       - Check each host's GPU count against its hardware profile and the instance's GPU memory
         against the variant's C(vram_minimum_gb), from the host's GPU facts (per host, also
-        C(vllm_fleet_preflight_check_gpus) / C(vllm_fleet_preflight_check_vram)). Off for
-        status and teardown, which must work on a host that lost a GPU.
+        C(vllm_fleet_preflight_check_gpus) / C(vllm_fleet_preflight_check_vram)), and fit the
+        layout to the GPUs the facts report (a C(vllm_fleet_gpus) set, a fixed replica count, the
+        GPUs per node a command needs). Off for status and teardown, which must work on a host
+        that lost a GPU: the layout then comes from the inventory (C(auto) replicas: the hardware
+        profile's GPUs, as deploy required them).
     type: bool
     default: true
 author: vllm-fleet

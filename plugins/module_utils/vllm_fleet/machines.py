@@ -1,5 +1,6 @@
 """Checks across the inventory hosts that are one machine (ansible_host): overlapping GPU sets
-and CPU cores of two deployments, GPUs no deployment uses, ports."""
+and CPU cores of two deployments, GPUs no deployment uses, ports, the names each deployment
+derives on the machine."""
 
 from __future__ import annotations
 
@@ -7,10 +8,18 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .topology import ranges as gpu_ranges
 from .planargv import gpus_per_node
+from .planmodel import RESERVED, host_names
 
 
 # What a take function of _machine_pairs gives for a host plan it leaves out.
 SKIP = object()
+
+
+def machine_of(machines: Mapping[str, str], host: str) -> str:
+    """The machine a host is, as the checks compare it: its ``ansible_host`` (else its name),
+    case-insensitively and without a trailing dot (DNS names: ``GPU-NODE-01`` and
+    ``gpu-node-01.`` are ``gpu-node-01``)."""
+    return str(machines.get(host, host)).rstrip(".").lower()
 
 
 def _gpu_servers(host_plan: Mapping[str, Any]) -> List[Mapping[str, Any]]:
@@ -30,7 +39,7 @@ def _machine_pairs(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
         value = take(host_plan)
         if value is SKIP:
             continue
-        machine = machines.get(host, host)
+        machine = machine_of(machines, host)
         for other in seen.get(machine, []):
             yield (machine, host, host_plan, value) + other
         seen.setdefault(machine, []).append((host, host_plan["deployment"], value))
@@ -98,7 +107,7 @@ def mark_idle_gpus(plans: Dict[str, Dict[str, Any]], machines: Mapping[str, str]
         engines = _gpu_servers(host_plan)
         if host not in count_of or not engines:
             continue
-        machine = machines.get(host, host)
+        machine = machine_of(machines, host)
         members.setdefault(machine, []).append(host)
         take = used.setdefault(machine, set())
         for proc in engines:
@@ -122,7 +131,7 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
     seen: Dict[Tuple[str, int], Tuple[str, str, str]] = {}
     problems: List[str] = []
     for host, host_plan in sorted(plans.items()):
-        machine = machines.get(host, host)
+        machine = machine_of(machines, host)
         for proc in host_plan.get("processes") or []:
             ports = []
             if proc.get("port") and (proc.get("serves_http") or proc.get("kind") == "mooncake_master"):
@@ -140,6 +149,46 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
                         f"(deployment {host_plan['deployment']!r}, host {host}); give one deployment another "
                         f"vllm_fleet_port / vllm_fleet_router_port or another machine")
                 seen.setdefault((machine, port), (host, host_plan["deployment"], proc["name"]))
+    return problems
+
+
+def check_names(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str, str]) -> List[str]:
+    """One registry of names per machine: every container, unit, file and directory name the
+    host plans derive there (planmodel.host_names: replicas, ranks, kept previous revisions,
+    markers, records, services, config and venv directories). Two deployments on one machine
+    deriving one name (``ernie-r1`` beside ``ernie``'s replica 1, ``x-prev`` beside ``x``'s kept
+    revision, ``y.plan`` beside ``y``'s marker) would share a container or path, and one's update
+    or teardown would remove the other's: refused, naming both hosts and deployments, the
+    machine and the names. A name the bundle keeps for itself (planmodel.RESERVED: the shared
+    uv tools venv, ...) is refused for any deployment. Names are compared exactly (containers,
+    units and Linux paths are case-sensitive; deployment names are lowercase by the contract),
+    machines case-insensitively (machine_of)."""
+    owner: Dict[Tuple[str, str, str], Tuple[str, str, str]] = {}
+    clashes: Dict[Tuple[str, str], List[str]] = {}
+    problems: List[str] = []
+    for host, host_plan in plans.items():
+        machine = machine_of(machines, host)
+        dep = host_plan["deployment"]
+        for kind, name, what in host_names(host_plan):
+            if (kind, name) in RESERVED:
+                line = (f"{host}: vllm_fleet_deployment: deployment {dep!r} would use {name} ({what}), which is "
+                        f"{RESERVED[(kind, name)]}; teardown would remove it with the deployment: choose "
+                        f"another vllm_fleet_deployment")
+                if line not in problems:
+                    problems.append(line)
+            first = owner.setdefault((machine, kind, name), (host, dep, what))
+            if first[1] != dep:
+                said = f"{name} ({what} of {dep!r}; {first[2]} of {first[1]!r})"
+                found = clashes.setdefault((first[0], host), [])
+                if said not in found:
+                    found.append(said)
+    for (first_host, host), names in clashes.items():
+        dep, other = plans[host]["deployment"], plans[first_host]["deployment"]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        problems.append(f"{host}: vllm_fleet_deployment: deployments {other!r} (host {first_host}) and {dep!r} "
+                        f"(host {host}) on machine {machines.get(host, host)} derive the same "
+                        f"name{'s' if len(names) > 1 else ''}: {shown}; one's update or teardown would take or "
+                        f"remove the other's: rename one (vllm_fleet_deployment) or give it another machine")
     return problems
 
 

@@ -195,8 +195,16 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     need = max(1, gpus_per_node(argv, 1))
     brand, have = host.gpu.get("brand"), int(host.gpu.get("count") or 0)
     if brand in ("nvidia", "amd") and have:
-        pool = [int(g) for g in host.settings.get("gpus") or range(have)]
-        if [g for g in pool if g >= have]:
+        given = host.settings.get("gpus")
+        pool = [int(g) for g in given or range(have)]
+        if not host.fit_layout and given is None:
+            # status / teardown: the inventory's layout, whatever GPUs the host reports today:
+            # a fixed count's GPUs; auto: the profile's GPUs, as deploy required them (unless
+            # vllm_fleet_preflight_check_gpus is off: then the host's own count, as deployed)
+            size = int(want) * need if want != "auto" else \
+                int(dep.profile.get("gpu_count") or 0) if host.check_gpus else 0
+            pool = list(range(max(have, size)))
+        if host.fit_layout and [g for g in pool if g >= have]:
             return [slot]   # _gpu_set names the GPUs that do not exist
         count = len(pool) // need if want == "auto" else int(want)
         if count * need > len(pool):

@@ -29,7 +29,7 @@ from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash, secret_digest
 from .planargv import LOOPBACK, flag_values, listen_address
-from .machines import check_cores, check_gpus, check_machines, mark_idle_gpus
+from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
 from .placement import is_engine_host, no_replicas, place_kv, place_pd, place_plain
 from .processes import planned_process
 from .rollout import drain_targets, rollout_batches
@@ -131,6 +131,7 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
             problems.append(f"vllm-fleet plan failed for deployment {name!r}:\n{exc}")
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
+    problems += check_names(plans, machines)
     problems += check_gpus(plans, machines)
     problems += check_cores(plans, machines)
     mark_idle_gpus(plans, machines, {h.name: int(h.gpu["count"]) for h in hosts if h.gpu.get("count")})
@@ -399,8 +400,9 @@ GB_PER_GIB = 2 ** 30 / 10 ** 9
 def _check_fit(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProcess], problems: List[str]) -> None:
     """An engine host's GPUs against its plan: as many as the hardware profile says, and the
     instance's memory (this host's, times the nodes of the instance) at least the variant's
-    vram_minimum_gb. Only where the host's GPU facts were read and report a count."""
-    if host.gpu.get("count") is None:
+    vram_minimum_gb. Only where the host's GPU facts were read and report a count, and for
+    deploy and rollback (``fit_layout``; status and teardown plan a host that lost a GPU)."""
+    if host.gpu.get("count") is None or not host.fit_layout:   # status / teardown: not judged
         return
     have = int(host.gpu.get("count") or 0)
     if host.check_gpus and have < entry.gpu_count:

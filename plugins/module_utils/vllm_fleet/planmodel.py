@@ -20,6 +20,22 @@ ROCM_BRAND_KEYS = ("amd",)
 
 CONFIG_ROOT = "/etc/vllm-fleet"
 
+# The bundle's other roots on a host (the roles' defaults) and the suffixes it derives names with.
+# Every name a host plan leads to on its host is listed by host_names() below: add a new one there.
+VENV_ROOT = "/opt/vllm-fleet"               # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
+HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"   # docker: <deployment>/ each; uv units: HF_HOME itself
+STATE_DIR = "<vllm_fleet_state_dir>"        # a run option (default /var/lib/vllm-fleet/state)
+KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
+MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's hash (playbooks/_deploy.yml)
+
+# Names under the bundle's roots that are the bundle's own, on every machine: no deployment may
+# derive one (teardown would remove it with the deployment).
+RESERVED = {
+    ("path", f"{VENV_ROOT}/tools"): "the shared uv tools venv (vllm_fleet_uv)",
+    **{("path", f"{HF_CACHE_ROOT}/{entry}"): "part of the uv units' shared Hugging Face cache (HF_HOME)"
+       for entry in ("hub", "xet", "assets", "datasets", "modules", "token", "stored_tokens")},
+}
+
 
 class PlanError(ValueError):
     """Problems found while planning; each line names the host and the field."""
@@ -44,6 +60,11 @@ class HostInput:
     # the GPU-count and GPU-memory checks against the host's facts (vllm_fleet_preflight_check_*)
     check_gpus: bool = True
     check_vram: bool = True
+    # False (status, teardown: fit_checks off): the layout comes from the inventory alone, not
+    # fitted to today's GPU count, so a host that lost a GPU still shows and tears down: a GPU
+    # set naming a GPU the facts no longer list, a fixed replica count beyond today's GPUs and a
+    # command needing more GPUs per node than the host reports all plan (deploy refuses them)
+    fit_layout: bool = True
 
 
 def version_tuple(text: Any) -> Optional[Tuple[int, ...]]:
@@ -73,6 +94,35 @@ def process_name(deployment: str, *parts: str) -> str:
             not all(re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", p) for p in parts):
         raise PlanError([f"vllm_fleet_deployment: {deployment!r} {parts!r} is not a safe name"])
     return "-".join(("vllm-fleet", deployment) + parts)
+
+
+def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
+    """Every name a host plan (``HostPlan.to_dict()``) leads to on its host, as ``(kind, name,
+    what)``: each kind is one namespace of the machine (``container``: docker container names;
+    ``unit``: systemd units; ``path``: files and directories, at the roles' default roots), in
+    which two deployments on one machine must never meet (machines.check_names). Containers
+    with their kept previous revision, units with their env files, the deployment's config
+    directory, venv directory (uv / services), plan marker, revision records and HF cache: what
+    deploy writes and teardown removes (playbooks/tasks/remove_deployment.yml)."""
+    dep = str(host_plan["deployment"])
+    out: List[Tuple[str, str, str]] = []
+    units = False
+    for proc in host_plan.get("processes") or []:
+        name = str(proc["name"])
+        if proc.get("runtime") == "docker":
+            out += [("container", name, "a container"),
+                    ("container", name + KEPT_SUFFIX, f"the kept previous revision of {name}")]
+        else:   # uv engines, services: a systemd unit and its env file
+            units = True
+            out += [("unit", f"{name}.service", "a systemd unit"),
+                    ("path", f"{CONFIG_ROOT}/{name}.env", f"the env file of unit {name}")]
+    out.append(("path", str(host_plan.get("config_dir") or f"{CONFIG_ROOT}/{dep}"), "the config directory"))
+    if units:
+        out.append(("path", f"{VENV_ROOT}/{dep}", "the venv directory"))
+    out += [("path", f"{STATE_DIR}/{dep}{MARKER_SUFFIX}", "the plan marker"),
+            ("path", f"{STATE_DIR}/{dep}", "the revision records"),
+            ("path", f"{HF_CACHE_ROOT}/{dep}", "the Hugging Face cache (teardown's purge removes it)")]
+    return out
 
 
 def default_deployment(hf_id: str, hardware: Optional[str]) -> str:

@@ -124,7 +124,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         # set per tensor/pipeline rank separated by |; the container gets them as its cpuset
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(gpu_ranges(rank) for rank in slot.cpus)
     have = int(host.gpu.get("count") or 0)
-    if have and host.gpu.get("brand") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
+    if host.fit_layout and have and host.gpu.get("brand") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
         need = gpus_per_node(argv, len(slot.unit_hosts))
         usable = len(gpus) if gpus is not None else have
         if need > usable:
@@ -200,7 +200,7 @@ def _gpu_set(dep: Deployment, host: HostInput, env: Mapping[str, str]) -> Option
     if host.gpu.get("brand") is not None and host.gpu.get("brand") not in ("nvidia", "amd"):
         dep.problems.append(f"{where}: this host reports no GPUs (GPU facts: {host.gpu.get('brand')}); "
                             f"leave it unset")
-    elif have and max(gpus) >= have:
+    elif have and max(gpus) >= have and host.fit_layout:
         missing = [g for g in gpus if g >= have]
         dep.problems.append(f"{where}: GPU {', '.join(map(str, missing))} does not exist: the host has {have} "
                             f"GPUs (0-{have - 1})")
