@@ -139,7 +139,7 @@ VARIABLES: Tuple[Var, ...] = (
         "(default: recipe repo + hardware).", pattern=NAME_RE, pattern_hint="[a-z0-9][a-z0-9_.-]{0,62}, no '..'"),
     Var("port", "port", "HTTP port of a single-node server or multi-node head.", default=8000),
     Var("served_model_name", "str", "Name the server answers to (`--served-model-name`).",
-        pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}\Z"), pattern_hint="no whitespace or control characters"),
+        pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}\Z"), pattern_hint="a name without whitespace or control characters"),
     Var("extra_args", "list", "vLLM arguments appended last (they win the last-wins dedupe); no secrets."),
     Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only): an absolute "
         "path in normal form, without `:` or `,`, not a system directory.", path="dir"),
@@ -261,7 +261,7 @@ VARIABLES: Tuple[Var, ...] = (
         "normal form, not a system directory nor inside `/etc`, `/usr` (but `/usr/local/...`), `/proc`, `/sys`, "
         "`/dev`, `/boot`.", scope="run",
         default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path", path="root"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
     Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
         pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}\Z"), pattern_hint="one line of at most 500 characters"),
     Var("rollback_to", "str", "rollback.yml: the revision recorded on the hosts to go back to, `previous` "
@@ -416,17 +416,17 @@ class _Checker:
         if not secret and _clean_text(value):
             self.bad(where, f"{shown(value)} {_clean_text(value)}")
             return None
+        if spec.path:   # the path rule first: it says what is wrong more precisely than a pattern
+            problem = path_problem(value, spec.path, spaces=spec.name == "model_path")
+            if problem:
+                self.bad(where, f"{shown(value)} {problem}")
+                return None
         if spec.pattern is not None and not spec.pattern.fullmatch(value):
             self.bad(where, f"{'the value (not shown)' if secret else shown(value)} is not {spec.pattern_hint or 'valid'}")
             return None
         if spec.name in ("deployment", "instance") and ".." in value:
             self.bad(where, f"{shown(value)} must not contain '..'")
             return None
-        if spec.path:
-            problem = path_problem(value, spec.path, spaces=spec.name == "model_path")
-            if problem:
-                self.bad(where, f"{shown(value)} {problem}")
-                return None
         return value
 
     def whole(self, spec: Var, value: Any, where: str, low: Optional[int], high: Optional[int]) -> Optional[int]:
@@ -583,7 +583,7 @@ class _Checker:
 # OpenMP with LD_PRELOAD): a recipe may not (schema's UNSAFE_ENV), an inventory may, with absolute
 # paths only. How the entries are separated: LD_PRELOAD by ':' or blanks, LD_LIBRARY_PATH by ':'.
 OPERATOR_LOADER_ENV = {"LD_PRELOAD": r"[:\s]+", "LD_LIBRARY_PATH": r":"}
-_LOADER_ENTRY_RE = re.compile(r"/[^\s:\x00-\x1f\x7f]*")
+_LOADER_ENTRY_RE = re.compile(r"/[^\s:\x00-\x1f\x7f]*\Z")
 
 
 def _loader_env_problem(key: str, value: Any) -> Optional[str]:
@@ -632,7 +632,7 @@ def _extra_args_rules(c: _Checker, where: str, args: Sequence[Any]) -> None:
 
 # Keys of a service config (Mooncake JSON, ...) that hold a credential: the env names' rule
 # (SECRET_ENV_RE) for JSON keys, any case, also bare (`password`) and dashed / dotted.
-CONFIG_SECRET_KEY_RE = re.compile(r"(?:.*[_.-])?(?:token|key|secret|password|passwd|pwd|credentials?|api[_-]?key)s?",
+CONFIG_SECRET_KEY_RE = re.compile(r"(?:.*[_.-])?(?:token|key|secret|password|passwd|pwd|credentials?|api[_-]?key)s?\Z",
                                   re.I)
 SECRET_CHANNELS = "pass secrets only through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"
 
