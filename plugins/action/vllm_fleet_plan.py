@@ -65,7 +65,7 @@ class ActionModule(ActionBase):
                     raw[key] = _plain(evaluated[key])
                 except Exception as exc:  # an undefined or broken template in the inventory
                     problems.append(f"{name}: {key}: cannot be evaluated: {to_text(exc).splitlines()[0]}")
-            values, found = contract.check(name, raw, declared)
+            values, found = contract.check(name, raw, declared, contract.path_tunables(specs))
             problems += found
             tunables = {k: v for k, v in raw.items() if k in specs and k not in contract.BY_NAME}
             if tunables:

@@ -35,7 +35,7 @@ options:
     required: true
 """
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+\Z")
 
 
 def _escape(text: str) -> str:
@@ -57,7 +57,7 @@ def systemd_exec(argv) -> str:
 
 def systemd_env_line(key, value) -> str:
     """KEY="value" for an EnvironmentFile (double-quoted, backslash escapes)."""
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)):
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", str(key)):
         raise ValueError(f"invalid environment variable name {key!r}")
     text = str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return f'{key}="{text}"'
@@ -70,13 +70,13 @@ def credential_env(credentials) -> dict:
     out = {}
     for cred in credentials or []:
         name = str(cred["name"])
-        if not re.match(r"^[a-z][a-z0-9_]*$", name) or not re.match(r"^[A-Z_][A-Z0-9_]*$", str(cred["env"])):
+        if not re.match(r"^[a-z][a-z0-9_]*\Z", name) or not re.match(r"^[A-Z_][A-Z0-9_]*\Z", str(cred["env"])):
             raise ValueError(f"invalid credential {cred!r}")
         out[str(cred["env"])] = f"%d/{name}"
     return out
 
 
-_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)$")
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*)\Z")
 
 
 def pin_requirements(requirements, pins) -> list:

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import posixpath
 import re
+import sys
 
 from ansible.errors import AnsibleFilterError
+
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package: the one table
+# of system directories lives there (vllm_fleet.pathrules).
+try:
+    from vllm_fleet.pathrules import is_system_dir
+except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
+    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
+                      "run `pip install -e .` in the vllm-fleet checkout") from exc
 
 DOCUMENTATION = r"""
 ---
@@ -15,7 +24,9 @@ short_description: Refuse a path outside the bundle's own roots before anything 
 description:
   - Returns the path unchanged when it is absolute, free of control characters and of C(.) /
     C(..) components, and lies strictly below one of O(roots) (never a root itself); fails the
-    task naming the path otherwise. Teardown passes every path it removes through it, so a bad
+    task naming the path otherwise. A root that is not a clean absolute path, or is a system
+    directory or a parent of one (C(/), C(/etc), C(/var/lib), ...: the one table, in
+    C(vllm_fleet.pathrules)), is never used as a root. Teardown passes every path it removes through it, so a bad
     value that slipped past the inventory contract cannot delete C(/etc) or C(/opt).
 options:
   _input:
@@ -46,8 +57,12 @@ def owned_path(path, roots, prefix=None):
         raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: not a clean absolute path")
     normal = posixpath.normpath(text)
     for root in roots:
-        base = posixpath.normpath(str(root))
-        if base in ("/", "") or not base.startswith("/"):
+        base = str(root)
+        if not base.startswith("/") or _CONTROL.search(base) or "//" in base \
+                or any(p in (".", "..") for p in base.split("/")[1:]):
+            continue
+        base = base.rstrip("/") or "/"
+        if is_system_dir(base):
             continue
         if normal.startswith(base + "/") and normal != base:
             return text

@@ -91,7 +91,7 @@ def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollbac
             return {"number": None, "error": f"deployment {deployment} has no previous revision "
                                              f"(recorded revisions: {listed})"}
         return {"number": known[-2], "error": ""}
-    if not re.match(r"^[0-9]{1,9}$", wanted) or int(wanted) not in known:
+    if not re.match(r"^[0-9]{1,9}\Z", wanted) or int(wanted) not in known:
         return {"number": None, "error": f"deployment {deployment} has no revision {wanted} "
                                          f"(recorded revisions: {listed})"}
     return {"number": int(wanted), "error": ""}

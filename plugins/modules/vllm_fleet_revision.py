@@ -116,8 +116,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-REV = re.compile(r"^rev-([0-9]{1,9})\.json$")
+NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
+REV = re.compile(r"^rev-([0-9]{1,9})\.json\Z")
 
 
 def revisions(folder):
@@ -216,7 +216,7 @@ def main():
         folder = os.path.join(p["state_dir"], name)
         numbers = revisions(folder)
         wanted = p["revision"].strip()
-        if not re.match(r"^[0-9]{1,9}$", wanted):
+        if not re.match(r"^[0-9]{1,9}\Z", wanted):
             module.fail_json(msg=f"vllm_fleet_rollback_to: {wanted!r} is not a revision number")
         # what this host ran at deployment revision N: its newest revision up to N (a host whose
         # plan did not change at N kept the older one)

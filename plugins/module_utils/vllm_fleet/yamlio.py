@@ -25,17 +25,17 @@ try:  # the C loader is about 5x faster; fall back to pure Python
 except AttributeError:  # pragma: no cover - depends on libyaml
     _BaseLoader = yaml.SafeLoader
 
-_BOOL12 = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
-_NULL12 = re.compile(r"^(?:~|null|Null|NULL|)$")
-_INT12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_BOOL12 = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)\Z")
+_NULL12 = re.compile(r"^(?:~|null|Null|NULL|)\Z")
+_INT12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)\Z")
 _FLOAT12 = re.compile(
     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))\Z"
 )
 _TIMESTAMP = re.compile(
     r"^(?:[0-9][0-9][0-9][0-9]-[0-9][0-9]?-[0-9][0-9]?"
     r"(?:(?:[Tt]|[ \t]+)[0-9][0-9]?:[0-9][0-9]:[0-9][0-9](?:\.[0-9]*)?"
-    r"(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)?)$"
+    r"(?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)?)\Z"
 )
 
 
@@ -50,7 +50,7 @@ for _tag, _rx, _first in (
     ("tag:yaml.org,2002:int", _INT12, list("-+0123456789")),
     ("tag:yaml.org,2002:float", _FLOAT12, list("-+.0123456789")),
     ("tag:yaml.org,2002:timestamp", _TIMESTAMP, list("0123456789")),
-    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"]),  # js-yaml merges too
+    ("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)\Z"), ["<"]),  # js-yaml merges too
 ):
     Yaml12Loader.add_implicit_resolver(_tag, _rx, _first)
 

@@ -494,7 +494,7 @@ def kv_group_ref(ctx: _Ctx, path: str, name: str) -> None:
 
 UNSAFE_ENV = frozenset({"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONSTARTUP",
                          "PYTHONHOME", "BASH_ENV", "ENV", "PATH"})
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def env_name(ctx: _Ctx, path: str, name: str) -> None:

@@ -222,9 +222,9 @@ CONTRACT: List[Case] = [
     # environment names
     Case("env-bad-name", {"vllm_fleet_env": {"BAD NAME": "1"}}, "vllm_fleet_env"),
     Case("env-digit-name", {"vllm_fleet_env": {"1ST": "1"}}, "vllm_fleet_env"),
-    Case("env-ld-preload", {"vllm_fleet_env": {"LD_PRELOAD": "/tmp/evil.so"}}, "vllm_fleet_env"),
+    Case("env-ld-preload", {"vllm_fleet_env": {"LD_PRELOAD": "evil.so"}}, "vllm_fleet_env"),   # relative
     Case("env-pythonpath", {"vllm_fleet_env": {"PYTHONPATH": "/tmp"}}, "vllm_fleet_env"),
-    Case("host-env-ld-preload", {"vllm_fleet_host_env": {"LD_PRELOAD": "/tmp/evil.so"}}, "vllm_fleet_host_env"),
+    Case("host-env-ld-audit", {"vllm_fleet_host_env": {"LD_AUDIT": "/tmp/evil.so"}}, "vllm_fleet_host_env"),
     # secrets: refused where they would leak, with a pointer to the secret variables
     Case("arg-api-key", {"vllm_fleet_extra_args": ["--api-key", S]}, "vllm_fleet_extra_args", secret=True,
          also="vllm_fleet_api_key"),
