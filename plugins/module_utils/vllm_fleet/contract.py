@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from . import vllmargs
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -60,8 +61,9 @@ SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?\Z")
 PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}\Z")
 PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?\Z")
 
-# Flags whose value is a secret: they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
-SECRET_FLAG_RE = re.compile(r"^--(?:api-key|hf-token|token|[a-z0-9-]*-(?:token|api-key|password|secret))(?:=|$)")
+# Flags whose value is a secret (canonical names, any case; vllmargs reads vLLM's other spellings):
+# they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
+SECRET_FLAG_RE = vllmargs.SECRET_FLAG_RE
 # Environment names that carry secrets (the bundle passes HF_TOKEN / VLLM_API_KEY itself).
 SECRET_ENV_RE = re.compile(r"^(?:HF_TOKEN|VLLM_API_KEY|HUGGING_FACE_HUB_TOKEN|[A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD))\Z",
                            re.I)
@@ -137,7 +139,12 @@ VARIABLES: Tuple[Var, ...] = (
         pattern_hint="a docker tag such as v0.32.0"),
     Var("deployment", "str", "Deployment name: containers, units, directories and files derive from it "
         "(default: recipe repo + hardware).", pattern=NAME_RE, pattern_hint="[a-z0-9][a-z0-9_.-]{0,62}, no '..'"),
-    Var("port", "port", "HTTP port of a single-node server or multi-node head.", default=8000),
+    Var("port", "port", "HTTP port of a single-node server or multi-node head (below 1024 only with "
+        "`vllm_fleet_privileged_ports`).", default=8000),
+    Var("privileged_ports", "bool", "Allow ports below 1024 (`vllm_fleet_port`, `vllm_fleet_router_port`, a `--port` "
+        "in `vllm_fleet_extra_args`): the servers that listen on one get exactly `CAP_NET_BIND_SERVICE` (containers "
+        "`cap_add`, units `AmbientCapabilities=`); without it they run with no capabilities and such ports are "
+        "refused.", default=False),
     Var("served_model_name", "str", "Name the server answers to (`--served-model-name`).",
         pattern=re.compile(r"^[^\s\x00-\x1f\x7f]{1,256}\Z"), pattern_hint="a name without whitespace or control characters"),
     Var("extra_args", "list", "vLLM arguments appended last (they win the last-wins dedupe); no secrets."),
@@ -224,7 +231,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("mooncake_store_config", "dict", "Keys merged into the Mooncake store's config."),
     Var("mooncake_package", "str_or_list", "Mooncake package requirement(s) (default: the recipe's).",
         pattern=REQUIREMENT_RE, pattern_hint="pip requirement strings such as mooncake-transfer-engine==0.3.6"),
-    Var("router_port", "port", "Port of the deployment's vllm-router.", default=8000),
+    Var("router_port", "port", "Port of the deployment's vllm-router (below 1024 only with "
+        "`vllm_fleet_privileged_ports`).", default=8000),
     Var("router_version", "str", "vllm-router version from PyPI.", pattern=EXACT_VERSION_RE,
         pattern_hint="an exact version such as 0.1.17"),
     # --- rollout
@@ -333,7 +341,8 @@ def masked(text: str) -> str:
         if hide_next:
             parts[i], hide_next = MASK, False
             continue
-        if SECRET_FLAG_RE.match(part.strip()):
+        flag = vllmargs.flag_name(part.strip())
+        if flag and SECRET_FLAG_RE.fullmatch(flag.split(".")[0]):
             if "=" in part:
                 parts[i] = part.split("=", 1)[0] + "=" + MASK
             else:
@@ -620,14 +629,69 @@ def _env_rules(c: _Checker, where: str, env: Mapping[str, Any]) -> None:
                               ": pass secrets through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"))
 
 
-def _extra_args_rules(c: _Checker, where: str, args: Sequence[Any]) -> None:
-    for i, arg in enumerate(args):
-        text = str(arg)
-        if SECRET_FLAG_RE.match(text):
-            flag = text.split("=", 1)[0]
-            pointer = SECRET_POINTER.get(flag, "vllm_fleet_api_key / vllm_fleet_hf_token")
-            c.bad(f"{where}[{i}]", f"{flag} puts a secret on the command line (visible in ps, logs and "
-                  f"docker inspect): set {pointer} instead (vault it)")
+def _secret_message(flag: str, shown: Optional[str] = None) -> str:
+    """``flag``: the canonical secret flag; ``shown``: how the item wrote it (never its value)."""
+    pointer = SECRET_POINTER.get(flag.lower(), "vllm_fleet_api_key / vllm_fleet_hf_token")
+    return (f"{shown or flag} puts a secret on the command line (visible in ps, logs and docker inspect): set "
+            f"{pointer} instead (vault it)")
+
+
+def _extra_args_rules(c: _Checker, where: str, args: Sequence[Any], privileged_ports: bool = False) -> None:
+    """vLLM flags as vLLM's parser reads them (vllmargs: ``--api_key`` is ``--api-key``,
+    ``--port=80`` is ``--port 80``, ``-tp`` is ``--tensor-parallel-size``): no secret flag in any
+    spelling (its value never shown), one argument per item, no abbreviation of a flag the
+    planner reads, and whole numbers in range for the numeric flags it reads."""
+    tokens = [str(a) for a in args]
+    skip = set()
+    for i, text in enumerate(tokens):
+        at = f"{where}[{i}]"
+        if i in skip:
+            continue
+        if vllmargs.packed(text):
+            secret = next((vllmargs.canonical(w.partition("=")[0]) for w in text.split()
+                           if vllmargs.SECRET_FLAG_RE.fullmatch(vllmargs.canonical(w.partition("=")[0]).split(".")[0])),
+                          None)
+            if secret:
+                c.bad(at, "holds a flag and its value in one item (the value is not shown), and "
+                      + _secret_message(secret))
+            else:
+                c.bad(at, f"one argument per list item: split {text!r} into the flag "
+                      f"({text.split()[0]!r}) and its value, two items")
+            continue
+        name = vllmargs.flag_name(text)
+        if name is None:
+            continue
+        written, inline = vllmargs.split(text)
+        full = vllmargs.abbreviates(text)
+        if vllmargs.SECRET_FLAG_RE.fullmatch(name.split(".")[0]) or (
+                full and vllmargs.SECRET_FLAG_RE.fullmatch(full)):
+            shown = written if written == (full or name) else f"{written} (vLLM reads it as {full or name})"
+            c.bad(at, _secret_message(full or name, shown))
+            if inline is None:
+                skip.add(i + 1)   # the value: never checked (nor shown) as an argument of its own
+            continue
+        if full:
+            c.bad(at, f"{written} abbreviates {full} (vLLM's parser takes it for that flag): write {full} in full")
+            continue
+        if name not in vllmargs.INT_FLAGS:
+            continue
+        value = inline if inline is not None else (tokens[i + 1] if i + 1 < len(tokens) else None)
+        number = vllmargs.whole(value)
+        low, high = vllmargs.INT_FLAGS[name]
+        if value is None or (inline is None and vllmargs.is_option(value)):
+            c.bad(at, f"{written} needs a value (a whole number)")
+        elif number is None:
+            c.bad(at, f"{written} {value!r} is not a whole number (vLLM would fail at start)")
+        elif not low <= number <= high:
+            c.bad(at, f"{written} {number} is out of range ({low}..{high})")
+        elif name == "--port" and number < vllmargs.PRIVILEGED_PORTS and not privileged_ports:
+            c.bad(at, _privileged_message(f"{written} {number}"))
+
+
+def _privileged_message(what: str) -> str:
+    return (f"{what} is below {vllmargs.PRIVILEGED_PORTS}: the bundle's servers run without capabilities and "
+            f"could not bind it; choose a port from {vllmargs.PRIVILEGED_PORTS}, or set "
+            f"vllm_fleet_privileged_ports: true to grant the servers on it CAP_NET_BIND_SERVICE")
 
 
 # Keys of a service config (Mooncake JSON, ...) that hold a credential: the env names' rule
@@ -744,8 +808,12 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     for name in ("vllm_fleet_host_env", "vllm_fleet_rocm_env", "vllm_fleet_cpu_env"):
         if isinstance(out.get(name), dict):
             _env_rules(c, name, out[name])
+    privileged = out.get("vllm_fleet_privileged_ports") is True
     if isinstance(out.get("vllm_fleet_extra_args"), list):
-        _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"])
+        _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"], privileged)
+    for name in ("vllm_fleet_port", "vllm_fleet_router_port"):
+        if not privileged and _is_int(out.get(name)) and out[name] < vllmargs.PRIVILEGED_PORTS:
+            c.bad(name, _privileged_message(str(out[name])))
     for name, value in out.items():
         if BY_NAME[name].scope != "secret":
             _leak_rules(c, name, value)

@@ -64,6 +64,9 @@ class PlannedProcess:
                                         "accelerator's", default=None)
     cpus: Optional[List[int]] = _doc("the cores a CPU replica is bound to (its cpuset; VLLM_CPU_OMP_THREADS_BIND "
                                      "in env); None (left out): unbound", default=None)
+    capabilities: Optional[List[str]] = _doc(
+        "the Linux capabilities it gets (without CAP_): [NET_BIND_SERVICE] for a server on a port below 1024 "
+        "with vllm_fleet_privileged_ports; None (left out): none", default=None)
     container: Optional[Dict[str, Any]] = _doc(
         "what the accelerator gives a docker engine (accelerator.py): device_requests, devices, groups "
         "(names), security_opts, shm_size, cpuset_cpus, env (laid under env at run time); None (left out): "
@@ -80,7 +83,7 @@ class PlannedProcess:
         if not with_drain:
             for key in ("drain", "container", "unit"):
                 del out[key]
-        for key in ("gpus", "replica", "devices", "cpus", "container", "unit"):
+        for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit"):
             if key in out and out[key] is None:
                 del out[key]
         return out

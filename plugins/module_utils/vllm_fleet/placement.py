@@ -24,7 +24,7 @@ from .loader import Catalog
 from .render import PD_ROLES, Process, as_list, as_map, resolve
 from .topology import cpu_sets, gpu_groups, ranges as gpu_ranges
 from .planmodel import DEFAULT_PORT, Deployment, HostInput, Slot, process_name
-from .planargv import customize, flag_values, gpus_per_node
+from .planargv import customize, gpus_per_node, int_flag
 
 
 DEFAULT_ROUTER_PORT = 8000
@@ -172,8 +172,7 @@ def no_replicas(dep: Deployment, hosts: Sequence[HostInput], why: str) -> None:
 def _server_port(dep: Deployment, argv: Sequence[str], default: int = DEFAULT_PORT) -> int:
     """The port a server of the deployment listens on: vllm_fleet_port, else the last numeric
     --port of ``argv``, else ``default``."""
-    given = flag_values(argv, "--port")
-    return int(dep.settings.get("port") or (given[-1] if given and given[-1].isdigit() else 0) or default)
+    return int(dep.settings.get("port") or int_flag(argv, "--port", 0) or default)
 
 
 def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:

@@ -29,6 +29,7 @@ from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash, secret_digest
 from .planargv import LOOPBACK, flag_values, listen_address
+from .vllmargs import whole
 from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
 from .placement import is_engine_host, no_replicas, place_kv, place_pd, place_plain
 from .processes import planned_process
@@ -44,7 +45,7 @@ SETTING_KEYS = (
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
-    "router_port", "router_version", "rollout_batch", "secret_digest",
+    "router_port", "router_version", "rollout_batch", "secret_digest", "privileged_ports",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -280,7 +281,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
             problems.append(f"{host.name}: vllm_fleet_extra_args: --host {given_host[-1]} contradicts "
                             f"vllm_fleet_listen {host.settings.get('listen')}; set the address in one place")
     given = flag_values(as_list(settings.get("extra_args")), "--port")
-    if port is not None and given and given[-1] != str(port):
+    if port is not None and given and whole(given[-1]) != int(port):
         problems.append(f"{hosts[0].name}: vllm_fleet_extra_args: --port {given[-1]} contradicts "
                         f"vllm_fleet_port {port}; set the port in one place")
     if problems:
@@ -304,6 +305,10 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
     return out
 
 
+# A router's backend URL: http(s)://ADDRESS:PORT[/path], the address bracketed when IPv6.
+_URL_RE = re.compile(r"https?://(?:\[([0-9A-Fa-f:.]+)\]|([^\s/:\[\]]+)):([0-9]{1,5})(?:/\S*)?")
+
+
 def _check_reachable(dep: "Deployment", out: Dict[str, HostPlan]) -> None:
     """Every server a router of the deployment lists (``http://A:P`` in its argv) must listen
     where the router connects: every interface, or exactly A (vllm_fleet_listen)."""
@@ -315,17 +320,18 @@ def _check_reachable(dep: "Deployment", out: Dict[str, HostPlan]) -> None:
             if router.kind != "router":
                 continue
             for tok in router.argv:
-                match = re.match(r"^https?://\[?([^\]/]+?)\]?:(\d+)", str(tok))
+                match = _URL_RE.fullmatch(str(tok))
                 if not match:
                     continue
-                found = servers.get((match.group(1), int(match.group(2))))
+                address = match.group(1) or match.group(2)
+                found = servers.get((address, int(match.group(3))))
                 if found is None:
                     continue
                 host, proc = found
-                if proc.bind is not None and proc.bind != match.group(1):
+                if proc.bind is not None and proc.bind != address:
                     dep.problems.append(
                         f"{host}: vllm_fleet_listen: the server listens on {proc.bind} only, but the router "
-                        f"on {router_host} reaches it at {match.group(0)}; listen on all or on {match.group(1)}")
+                        f"on {router_host} reaches it at {match.group(0)}; listen on all or on {address}")
 
 
 def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:

@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from .render import as_list, as_map
 from .shell import dedupe
 from .planmodel import DEFAULT_PORT, version_tuple
+# vLLM's argument grammar (spellings, aliases, --flag=value): every flag read here goes through it
+from .vllmargs import flag_name, flag_values, has_flag, int_flag  # noqa: F401 (flag_values, int_flag: re-exported)
 
 
 PLACEHOLDER = re.compile(r"\$([A-Z][A-Z0-9_]*)(?![A-Z0-9_])")
@@ -41,12 +43,12 @@ def substitute(text: str, values: Mapping[str, str]) -> Tuple[str, List[str]]:
 def gpus_per_node(argv: Sequence[str], nodes: int) -> int:
     """GPUs one node of a rendered vLLM command uses: TP x PP x DP over the instance's nodes
     (``--data-parallel-size-local`` counts when given)."""
-    tp = _alias_int(argv, ("--tensor-parallel-size", "-tp"), 1)
-    pp = _alias_int(argv, ("--pipeline-parallel-size", "-pp"), 1)
-    local = _alias_int(argv, ("--data-parallel-size-local", "-dpl"), 0)
+    tp = int_flag(argv, "--tensor-parallel-size", 1)
+    pp = int_flag(argv, "--pipeline-parallel-size", 1)
+    local = int_flag(argv, "--data-parallel-size-local", 0)
     if local:
         return tp * local * max(1, pp // max(nodes, 1))
-    dp = _alias_int(argv, ("--data-parallel-size", "-dp"), 1)
+    dp = int_flag(argv, "--data-parallel-size", 1)
     total = tp * pp * dp
     return -(-total // max(nodes, 1))
 
@@ -70,7 +72,7 @@ def customize(argv: List[str], settings: Mapping[str, Any], role: str, listen: O
     out = list(argv)
     extra: List[str] = []
     bind = listen_address(listen)
-    if bind and "--headless" not in out:
+    if bind and not has_flag(out, "--headless"):
         extra += ["--host", bind]
     model_path = settings.get("model_path")
     if model_path:
@@ -84,39 +86,7 @@ def customize(argv: List[str], settings: Mapping[str, Any], role: str, listen: O
     extra += [str(a) for a in as_list(settings.get("extra_args"))]
     if not extra:
         return out
-    return out[:3] + dedupe(out[3:] + extra)
-
-
-def flag_values(argv: Sequence[str], flag: str) -> List[str]:
-    """Values an argv gives a flag (``--flag V`` and ``--flag=V``), in order."""
-    out: List[str] = []
-    argv = [str(a) for a in argv]
-    for i, tok in enumerate(argv):
-        if tok == flag and i + 1 < len(argv):
-            out.append(argv[i + 1])
-        elif tok.startswith(flag + "="):
-            out.append(tok.split("=", 1)[1])
-    return out
-
-
-def _alias_int(argv: Sequence[str], flags: Sequence[str], default: int) -> int:
-    """The last numeric value any of ``flags`` (one option's aliases, e.g. ``--tensor-parallel-size``
-    and ``-tp``) is given: vLLM's parser keeps the last, whichever spelling it used."""
-    value = default
-    argv = [str(a) for a in argv]
-    for i, tok in enumerate(argv):
-        for flag in flags:
-            given = argv[i + 1] if tok == flag and i + 1 < len(argv) else \
-                tok.split("=", 1)[1] if tok.startswith(flag + "=") else None
-            if given is not None and given.isdigit():
-                value = int(given)
-    return value
-
-
-def int_flag(argv: Sequence[str], flag: str, default: int) -> int:
-    """The flag's last numeric value (last wins, as in vLLM's parser), else ``default``."""
-    numbers = [v for v in flag_values(argv, flag) if v.isdigit()]
-    return int(numbers[-1]) if numbers else default
+    return out[:3] + dedupe(out[3:] + extra, key=flag_name)
 
 
 def check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], version: Optional[str],
@@ -128,7 +98,7 @@ def check_versions(recipe: Mapping[str, Any], variant: Mapping[str, Any], versio
         problems.append(f"{where}: vllm_fleet_vllm_version {version} is older than the recipe's "
                         f"min_vllm_version {need}")
     for flag, removed in REMOVED_FLAGS.items():
-        if flag in argv and (have is None or have >= version_tuple(removed)):
+        if has_flag(argv, flag) and (have is None or have >= version_tuple(removed)):
             shown = version or "latest"
             problems.append(f"{where}: vllm_fleet_extra_args: flag {flag} was removed in vLLM {removed} "
                             f"and vLLM {shown} "

@@ -14,6 +14,7 @@ from .shell import dedupe
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, DEFAULT_PORT, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
 from .planargv import bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv, gpus_per_node, substitute
+from .vllmargs import PRIVILEGED_PORTS, flag_name, has_flag
 
 
 # Secrets handed to a uv unit as a root-only file instead of an environment value (systemd's
@@ -86,11 +87,15 @@ def planned_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         planned = _engine_process(dep, slot, files, argv, env, values, resolved)
     else:
         planned = _service_process(dep, slot, files, argv, env, values, resolved, engine_host)
+    if settings.get("privileged_ports") and planned.port is not None and planned.port < PRIVILEGED_PORTS:
+        # the one capability a server on a privileged port needs (the opt-in; contract.py refuses such
+        # ports without it); every other process keeps none
+        planned.capabilities = ["NET_BIND_SERVICE"]
     hashed = {"argv": planned.argv, "env": planned.env, "image": planned.image, "port": planned.port,
               "packages": planned.packages}
     if planned.secret_env or planned.credentials:
         hashed["secrets"] = settings.get("secret_digest")
-    for key in ("gpus", "devices", "cpus"):
+    for key in ("gpus", "devices", "cpus", "capabilities"):
         if getattr(planned, key) is not None:
             hashed[key] = getattr(planned, key)
     planned.hash = plan_hash(hashed)
@@ -102,7 +107,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     """A vLLM server (vllm / omni): the operator's env and flags, GPU count and version checks,
     the image, Mooncake's config file, where it binds and is probed."""
     host, proc, settings, problems = slot.host, slot.proc, dep.settings, dep.problems
-    multi = any(tok in ("--nnodes", "--data-parallel-address", "--master-addr") for tok in proc.argv)
+    multi = any(has_flag(proc.argv, flag) for flag in ("--nnodes", "--data-parallel-address", "--master-addr"))
     if multi and host.address:
         env.setdefault("VLLM_HOST_IP", host.address)
     if "VLLM_NIXL_SIDE_CHANNEL_HOST" in env and host.address:
@@ -118,7 +123,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     gpus = _gpu_set(dep, host, env)
     if slot.replica is not None:   # a replica: its share of the host's GPUs or cores, its own port
         gpus = list(slot.gpus) if slot.gpus is not None else gpus
-        argv = argv[:3] + dedupe(argv[3:] + ["--port", str(slot.port)])
+        argv = argv[:3] + dedupe(argv[3:] + ["--port", str(slot.port)], key=flag_name)
     if slot.cpus is not None:
         # vLLM's CPU backend pins its OpenMP threads (and their memory) to these cores, one
         # set per tensor/pipeline rank separated by |; the container gets them as its cpuset
@@ -167,7 +172,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         name=slot.name, kind=proc.kind, role=proc.role, rank=proc.rank, phase=slot.phase,
         runtime=dep.runtime, version=version, argv=argv, env=env,
         port=int_flag(argv, "--port", proc.port or DEFAULT_PORT),
-        serves_http="--headless" not in argv,
+        serves_http=not has_flag(argv, "--headless"),
         health={"kind": "vllm", "request": health_kind(dep.recipe, argv)},
         bind=bind_of(argv), probe_host=probe_host_of(argv), image=image,
         served_model_name=settings.get("served_model_name") or proc.argv[2],

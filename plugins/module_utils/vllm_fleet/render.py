@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import docker as dk
 from .shell import dedupe, shell_command, vllm_shell
+from .vllmargs import flag_values, whole
 
 PD_ROLES = ("prefill", "decode")
 PD_PORTS = {"prefill": 8001, "decode": 8002}
@@ -302,13 +303,8 @@ def dep_local_size(ctx: Context) -> int:
                as_map(hos.get(ctx.hw.hw_id)).get("extra_args") if ctx.hw.hw_id else None]
     found: Optional[int] = None
     for args in sources:
-        args = as_list(args)
-        for i, tok in enumerate(args[:-1]):
-            if tok == "--data-parallel-size-local":
-                try:
-                    found = int(str(args[i + 1]))
-                except ValueError:
-                    continue
+        for value in flag_values(as_list(args), "--data-parallel-size-local"):   # any spelling vLLM reads
+            found = whole(value) if whole(value) is not None else found
     return found if found is not None else ctx.gpu_count
 
 

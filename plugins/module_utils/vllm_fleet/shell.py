@@ -7,7 +7,7 @@ only ever printed (and compared with upstream's rendering), never executed.
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 _BARE = re.compile(r"^[A-Za-z0-9_./=:@,+%-]+\Z")
 _LONE_VAR = re.compile(r"^\$[A-Z_][A-Z0-9_]*\Z")
@@ -33,20 +33,23 @@ def units(tokens: Sequence[str]) -> List[Unit]:
     return out
 
 
-def dedupe(tokens: Iterable[str]) -> List[str]:
+def dedupe(tokens: Iterable[str], key: Optional[Callable[[str], Optional[str]]] = None) -> List[str]:
     """Drop empty tokens, then keep the last unit of every flag (positionals all stay).
 
     Survivors keep their relative order, so a repeated flag moves to the place of its
-    last occurrence.  Flag identity is the exact string (``--x=1`` and ``--x`` differ).
+    last occurrence.  Flag identity is the exact string (``--x=1`` and ``--x`` differ, as in
+    upstream's rendering), or ``key(flag)`` when given (vllmargs.flag_name: vLLM's own
+    identity, so ``--max_model_len=1`` and ``--max-model-len 2`` are one flag).
     """
     grouped = units([t for t in tokens if t != ""])
+    ident = (lambda tok: key(tok) or tok) if key else (lambda tok: tok)
     last = {}
     for i, unit in enumerate(grouped):
         if unit[0][:1] == "-":
-            last[unit[0]] = i
+            last[ident(unit[0])] = i
     out: List[str] = []
     for i, unit in enumerate(grouped):
-        if unit[0][:1] != "-" or last[unit[0]] == i:
+        if unit[0][:1] != "-" or last[ident(unit[0])] == i:
             out.extend(unit)
     return out
 
