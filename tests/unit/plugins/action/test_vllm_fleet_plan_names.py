@@ -40,9 +40,7 @@ _GPU = {"vllm_fleet_recipe": ERNIE, "case_gpu": True}   # h200 from the fake nvi
 
 
 def _play(tmp, inventory: str, *extra: str) -> Run:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(harness, "PLAYBOOK", PLAYBOOK)
-        return harness._play(tmp, inventory, *extra)
+    return harness._play(tmp, inventory, *extra, playbook=PLAYBOOK)
 
 
 def _dep(name: str, machine: str, port: int, gpus: str, **more: Any) -> Dict[str, Any]:

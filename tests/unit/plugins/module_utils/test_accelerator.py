@@ -164,7 +164,7 @@ def test_defaults_are_the_contract_s():
     ("vllm_fleet_rocm_groups", "video", "must be a list"),
     ("vllm_fleet_rocm_aiter", "maybe", "must be true or false"),
     ("vllm_fleet_rocm_env", {"VLLM_API_KEY": "x"}, "looks like a secret"),
-    ("vllm_fleet_cpu_env", {"LD_PRELOAD": "/x.so"}, "refused"),
+    ("vllm_fleet_cpu_env", {"LD_AUDIT": "/x.so"}, "refused"),   # LD_PRELOAD: accepted from the inventory
     ("vllm_fleet_rocm_wheel_index", "wheels.vllm.ai", "is not an http(s):// or file:// URL"),
     ("vllm_fleet_cpu_os_packages", ["libnuma1; rm -rf /"], "is not a Debian package name"),
 ])
