@@ -43,8 +43,8 @@ options:
         C(vllm_fleet_preflight_check_gpus) / C(vllm_fleet_preflight_check_vram)), and fit the
         layout to the GPUs the facts report (a C(vllm_fleet_gpus) set, a fixed replica count, the
         GPUs per node a command needs). Off for status and teardown, which must work on a host
-        that lost a GPU: the layout then comes from the inventory (C(auto) replicas: the hardware
-        profile's GPUs, as deploy required them).
+        that lost a GPU, so the layout then comes from the inventory (C(auto) replicas over the
+        hardware profile's GPUs, as deploy required them).
     type: bool
     default: true
 author: vllm-fleet
