@@ -25,7 +25,7 @@ description:
   - Returns the path unchanged when it is absolute, free of control characters and of C(.) /
     C(..) components, and lies strictly below one of O(roots) (never a root itself); fails the
     task naming the path otherwise. A root that is not a clean absolute path, or is a system
-    directory or a parent of one (C(/), C(/etc), C(/var/lib), ...: the one table, in
+    directory or a parent of one (C(/), C(/etc), C(/var/lib), and the rest of the one table in
     C(vllm_fleet.pathrules)), is never used as a root. Teardown passes every path it removes through it, so a bad
     value that slipped past the inventory contract cannot delete C(/etc) or C(/opt).
 options:
