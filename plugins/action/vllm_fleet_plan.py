@@ -146,6 +146,11 @@ class ActionModule(ActionBase):
         planning input (no facts: fit checks off), and the problems among them (contract, or a
         deployment that only their GPU facts would name)."""
         touched = {deployment_of(h) for h in inputs}
+        # the hardware each touched deployment runs on (one per deployment: mixed is refused),
+        # for its hosts outside the limit that leave it to their GPU facts
+        hardware = {}
+        for host in inputs:
+            hardware.setdefault(deployment_of(host), set()).add(host.settings.get("hardware") or host.gpu.get("hardware"))
         # recipes of touched deployments named from the detected hardware (no vllm_fleet_deployment)
         implicit = {h.settings.get("recipe") for h in inputs if not h.settings.get("deployment")}
         candidates = [h for h in outside if _plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
@@ -169,6 +174,9 @@ class ActionModule(ActionBase):
             peer = without_facts(host_input(name, values, hostvars[name], digest_key))
             if deployment_of(peer) not in touched:
                 continue
+            detected = hardware[deployment_of(peer)] - {None}
+            if not peer.settings.get("hardware") and len(detected) == 1:
+                peer = replace(peer, gpu={"hardware": next(iter(detected))})
             if name in bad:
                 mine += [line for line in problems if line.startswith(name + ":")]
             else:

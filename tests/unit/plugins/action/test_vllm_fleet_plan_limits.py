@@ -148,6 +148,27 @@ def test_outside_hosts_of_the_deployment_are_checked(tmp_path):
     assert set(_plans(planned)) == {"v1"}
 
 
+def test_outside_hosts_take_their_deployments_detected_hardware(tmp_path):
+    # hardware left to the GPU facts (fake nvidia-smi: H200 x8), deployments named: the hosts
+    # outside the limit plan on the hardware their deployment's limited hosts detected
+    gpu = {"vllm_fleet_recipe": ERNIE, "case_gpu": True}
+    hosts = {"q1": _host("10.8.10.1", **gpu, vllm_fleet_deployment="q", vllm_fleet_strategy="multi_node_tp",
+                         vllm_fleet_nodes=2, vllm_fleet_iface="eth0"),
+             "q2": _host("10.8.10.2", **gpu, vllm_fleet_deployment="q", vllm_fleet_strategy="multi_node_tp",
+                         vllm_fleet_nodes=2, vllm_fleet_iface="eth0"),
+             "r1": _host("10.8.10.3", **gpu, vllm_fleet_deployment="r", vllm_fleet_replicas_per_host=1),
+             "r2": _host("10.8.10.4", **gpu, vllm_fleet_deployment="r", vllm_fleet_replicas_per_host=1)}
+    inventory = _inventory(hosts)
+    cut = _play(tmp_path / "cut", inventory, "-l", "q2")
+    assert cut.rc != 0 and "q2: vllm_fleet_instance: the limit cuts instance i0 of deployment 'q': q1 outside it" \
+        in cut.out, cut.out[-3000:]
+    _assert_no_crash(cut)
+    one = _play(tmp_path / "one", inventory, "-l", "r2")
+    assert one.rc == 0, one.out[-3000:]
+    plan = _plans(one)["r2"]
+    assert plan["unit"] == "i1" and plan["hardware"] == "h200", plan["unit"]
+
+
 def test_outside_hosts_named_only_by_their_facts_are_not_guessed(tmp_path):
     # a1's deployment is named from its detected hardware (fake nvidia-smi: H200 x8); a2's would
     # be too, from facts a limited run does not read: refused, never guessed
