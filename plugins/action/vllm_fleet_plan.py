@@ -71,7 +71,7 @@ class ActionModule(ActionBase):
             if tunables:
                 problems += _check_tunables(name, tunables, specs)
             checked[name] = values
-        problems += _group_conflicts(hostvars, names)
+        problems += _group_conflicts(self._layers, names)
         return checked, problems
 
     def run(self, tmp=None, task_vars=None):
@@ -79,9 +79,10 @@ class ActionModule(ActionBase):
         args = self._task.args
         hostvars = task_vars["hostvars"]
         me = task_vars["inventory_hostname"]
+        self._layers = _Layers(hostvars)   # where each host's variables come from, read once per run
         checked, problems = self._read(args["hosts"], hostvars)
         if args.get("contract_only"):
-            problems += _inputs_problems(args["hosts"], hostvars, self._loader)
+            problems += _inputs_problems(args["hosts"], self._layers, self._loader)
         if problems:
             raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed):\n"
                                     + "\n".join(problems))
@@ -101,7 +102,8 @@ class ActionModule(ActionBase):
             # change, never the shape: each deployment the play touches is planned over all of its
             # inventory hosts (those outside the play without facts: their plans only fix names,
             # ranks, pools and ports), and a limit that cuts an instance or a cluster is refused.
-            outside = [h for h in task_vars["groups"]["all"] if h not in set(task_vars["ansible_play_hosts_all"])]
+            in_play = set(task_vars["ansible_play_hosts_all"])
+            outside = [h for h in task_vars["groups"]["all"] if h not in in_play]
             peers, peer_problems = self._peers(inputs, outside, hostvars, digest_key)
             if peer_problems:
                 raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed), on hosts "
@@ -263,24 +265,12 @@ class _Layers:
         return self._read(host), groups
 
 
-_LAYERS_CACHE = {}
-
-
-def _layers(hostvars):
-    key = id(hostvars._inventory) if hasattr(hostvars, "_inventory") else None
-    if key not in _LAYERS_CACHE:
-        _LAYERS_CACHE.clear()
-        _LAYERS_CACHE[key] = _Layers(hostvars)
-    return _LAYERS_CACHE[key]
-
-
-def _group_conflicts(hostvars, names):
+def _group_conflicts(layers, names):
     """Ansible merges the variables of a host's groups silently: a child group overrides its
     parents (layering: intended), but of two groups that are not each other's ancestor, the
     later by priority and name wins. A host in two such groups that give one ``vllm_fleet_*``
     variable different values is refused, naming host, groups, variable and both values; host
     variables and a deeper group's value settle it."""
-    layers = _layers(hostvars)
     problems = []
     for name in names:
         own, groups = layers.host(name)
@@ -305,11 +295,9 @@ def _group_conflicts(hostvars, names):
 
 
 def _shown(key, value):
-    spec = contract.BY_NAME.get(key)
-    if spec is not None and spec.scope == "secret":
-        return "a value (not shown)"
-    text = json.dumps(_plain(value), default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A group's value in a message: a secret's never, any other through the contract's one
+    quoting (secret-looking parts masked, then shortened)."""
+    return "a value (not shown)" if contract.BY_NAME[key].scope == "secret" else contract.shown(_plain(value))
 
 
 # Variables the playbooks and roles set for themselves (set_fact, register, vars, loop_var,
@@ -368,35 +356,29 @@ def _internal_names():
     return _SET_BY_BUNDLE
 
 
-_EXTRA = None
-
-
 def _extra_vars(ansible_loader):
     """The run's -e variables as Ansible read them, and the problems of their key=value text
     (Ansible splits `-e key=value` at spaces and drops the words without '=')."""
-    global _EXTRA
-    if _EXTRA is None:
-        from ansible import context
-        from ansible.parsing.splitter import split_args
-        from ansible.utils.vars import load_extra_vars
+    from ansible import context
+    from ansible.parsing.splitter import split_args
+    from ansible.utils.vars import load_extra_vars
 
-        problems = []
-        for text in context.CLIARGS.get("extra_vars") or ():
-            text = to_text(text).strip()
-            if not text or text[0] in "@[{":
-                continue
-            words = split_args(text)
-            dropped = [w for w in words if "=" not in w]
-            named = [w.split("=", 1)[0] for w in words if "=" in w and w.startswith(contract.PREFIX)]
-            if dropped and named:
-                problems.append(f"-e: {named[0]}: the value has spaces, and Ansible's key=value reading keeps only "
-                                f"the first word (it dropped {len(dropped)} word(s)); quote it for Ansible too, as "
-                                f"JSON: -e '{{\"{named[0]}\": \"...\"}}'")
-        _EXTRA = (dict(load_extra_vars(ansible_loader)), problems)
-    return _EXTRA
+    problems = []
+    for text in context.CLIARGS.get("extra_vars") or ():
+        text = to_text(text).strip()
+        if not text or text[0] in "@[{":
+            continue
+        words = split_args(text)
+        dropped = [w for w in words if "=" not in w]
+        named = [w.split("=", 1)[0] for w in words if "=" in w and w.startswith(contract.PREFIX)]
+        if dropped and named:
+            problems.append(f"-e: {named[0]}: the value has spaces, and Ansible's key=value reading keeps only "
+                            f"the first word (it dropped {len(dropped)} word(s)); quote it for Ansible too, as "
+                            f"JSON: -e '{{\"{named[0]}\": \"...\"}}'")
+    return dict(load_extra_vars(ansible_loader)), problems
 
 
-def _inputs_problems(names, hostvars, ansible_loader):
+def _inputs_problems(names, layers, ansible_loader):
     """Variables the bundle sets itself (the plan, the checked run options, a check's switch,
     every fact and register of the playbooks) given as inputs: from -e (which beats everything
     the playbooks set) or from the inventory. One line each, naming host (or -e) and variable."""
@@ -405,7 +387,6 @@ def _inputs_problems(names, hostvars, ansible_loader):
     for key in sorted(k for k in extra if k in internal):
         problems.append(f"-e: {key}: set by the bundle itself ({internal[key]}), not an input: -e would replace "
                         f"what the run computes; remove it")
-    layers = _layers(hostvars)
     for name in names:
         own, groups = layers.host(name)
         for key in sorted(k for k in own if k in internal):

@@ -195,17 +195,25 @@ def test_internal_variables_from_the_inventory_are_refused(tmp_path):
              "i2": _host("10.8.6.2", **H200, vllm_fleet_deployment="i2"),
              "i3": _host("10.8.6.3", **H200, vllm_fleet_deployment="i3", vllm_fleet_deploy_steps=[]),
              # two sibling groups that set one variable differently (Ansible keeps one silently)
-             "c1": _host("10.8.6.4", **H200, vllm_fleet_deployment="c1")}
+             "c1": _host("10.8.6.4", **H200, vllm_fleet_deployment="c1"),
+             "c2": _host("10.8.6.5", **H200, vllm_fleet_deployment="c2")}
     children = {"switches": {"vars": {"vllm_fleet_current": True}, "hosts": {"i2": None}},
                 "ports_a": {"vars": {"vllm_fleet_port": 8100}, "hosts": {"c1": None}},
-                "ports_b": {"vars": {"vllm_fleet_port": 8200}, "hosts": {"c1": None}}}
+                "ports_b": {"vars": {"vllm_fleet_port": 8200}, "hosts": {"c1": None}},
+                # the value Ansible would drop is quoted too: masked like every other
+                "meta_a": {"vars": {"vllm_fleet_mooncake_config": {"metadata_server": "redis://u:PwSeNtInEl1@m:1"}},
+                           "hosts": {"c2": None}},
+                "meta_b": {"vars": {"vllm_fleet_mooncake_config": {"metadata_server": "redis://u:PwSeNtInEl2@m:1"}},
+                           "hosts": {"c2": None}}}
     run = _play(tmp_path, _inventory(hosts, children))
     assert run.rc != 0
     assert run.names("i1", "vllm_fleet_plan") and "remove it from the host's variables" in run.out
     assert run.names("i2", "vllm_fleet_current") and "from group switches" in run.out
     assert run.names("i3", "vllm_fleet_deploy_steps") and "playbooks/_deploy.yml" in run.out
     assert run.names("c1", "vllm_fleet_port")
-    assert 'ports_a sets 8100; ports_b sets 8200' in run.out
+    assert "ports_a sets '8100'; ports_b sets '8200'" in run.out
+    assert run.names("c2", "vllm_fleet_mooncake_config") and "meta_a sets" in run.out
+    assert "PwSeNtInEl" not in run.out
     assert "Plan every deployment" not in run.out
     _assert_no_crash(run)
 
