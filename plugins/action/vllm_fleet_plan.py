@@ -84,8 +84,7 @@ class ActionModule(ActionBase):
         if args.get("contract_only"):
             problems += _inputs_problems(args["hosts"], self._layers, self._loader)
         if problems:
-            raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed):\n"
-                                    + "\n".join(problems))
+            _fail("vllm-fleet: the inventory breaks the contract (nothing was changed):", problems)
         if args.get("contract_only"):
             result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract",
                           run={name: contract.run_options(values) for name, values in checked.items()})
@@ -106,8 +105,8 @@ class ActionModule(ActionBase):
             outside = [h for h in task_vars["groups"]["all"] if h not in in_play]
             peers, peer_problems = self._peers(inputs, outside, hostvars, digest_key)
             if peer_problems:
-                raise AnsibleActionFail("vllm-fleet: the inventory breaks the contract (nothing was changed), on hosts "
-                                        "outside the limit of deployments this run plans:\n" + "\n".join(peer_problems))
+                _fail("vllm-fleet: the inventory breaks the contract (nothing was changed), on hosts outside the "
+                      "limit of deployments this run plans:", peer_problems)
             try:
                 order = {name: i for i, name in enumerate(task_vars["groups"]["all"])}   # inventory order
                 everyone = sorted(inputs + peers, key=lambda h: order.get(h.name, -1))
@@ -115,11 +114,11 @@ class ActionModule(ActionBase):
             except loader.LoadError as exc:
                 raise AnsibleActionFail(f"vllm_fleet_recipe_sources: {exc}") from exc
             if errors:
-                raise AnsibleActionFail("\n".join(errors))
+                _fail(None, errors)
             cut = limit_cuts(plans, [h.name for h in inputs])
             if cut:
-                raise AnsibleActionFail("vllm-fleet: the limit (-l / vllm_fleet_target) cuts what must change "
-                                        "together (nothing was changed):\n" + "\n".join(cut))
+                _fail("vllm-fleet: the limit (-l / vllm_fleet_target) cuts what must change together (nothing was "
+                      "changed):", cut)
             plans = {h.name: plans[h.name] for h in inputs}
             result.update(changed=False, plans=plans,
                           msg=f"{len(plans)} host(s) in {len({p['deployment'] for p in plans.values()})} deployment(s)"
@@ -184,6 +183,13 @@ class ActionModule(ActionBase):
             else:
                 peers.append(peer)
         return peers, mine
+
+
+def _fail(header, problems):
+    """Stop the task with one line per problem, each said once (a problem several hosts or
+    processes share is found once per each), in the order found."""
+    lines = list(dict.fromkeys(line for problem in problems for line in str(problem).splitlines()))
+    raise AnsibleActionFail("\n".join(([header] if header else []) + lines))
 
 
 def _plain(value):
@@ -396,7 +402,7 @@ def _inputs_problems(names, layers, ansible_loader):
             for key in sorted(k for k in data if k in internal):
                 problems.append(f"{name}: {key}: set by the bundle itself ({internal[key]}), not an input: remove it "
                                 f"from group {group}")
-    return list(dict.fromkeys(problems))
+    return problems
 
 
 def _digest_key(checked):

@@ -13,6 +13,7 @@ from ansible.errors import AnsibleFilterError
 # of system directories lives there (vllm_fleet.pathrules).
 try:
     from vllm_fleet.pathrules import is_system_dir
+    from vllm_fleet.planmodel import RESERVED
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -23,7 +24,9 @@ name: owned_path
 short_description: Refuse a path outside the bundle's own roots before anything removes it
 description:
   - Returns the path unchanged when it is absolute, free of control characters and of C(.) /
-    C(..) components, and lies strictly below one of O(roots) (never a root itself); fails the
+    C(..) components, is none of the bundle's own paths (the shared uv tools venv, the shared
+    Hugging Face cache entries, as C(vllm_fleet.planmodel.RESERVED) lists them), and lies strictly below one of
+    O(roots) (never a root itself); fails the
     task naming the path otherwise. A root that is not a clean absolute path, or is a system
     directory or a parent of one (C(/), C(/etc), C(/var/lib), and the rest of the one table in
     C(vllm_fleet.pathrules)), is never used as a root. Teardown passes every path it removes through it, so a bad
@@ -56,6 +59,10 @@ def owned_path(path, roots, prefix=None):
             or "//" in text:
         raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: not a clean absolute path")
     normal = posixpath.normpath(text)
+    reserved = RESERVED.get(("path", normal))
+    if reserved:   # the planner refuses deployments that derive it; a record made before may name it
+        raise AnsibleFilterError(f"vllm-fleet refuses to remove {text!r}: it is the bundle's own ({reserved}), "
+                                 f"not a deployment's")
     for root in roots:
         base = str(root)
         if not base.startswith("/") or _CONTROL.search(base) or "//" in base \

@@ -129,7 +129,9 @@ def plan_fleet(cat: Catalog, hosts: Sequence[HostInput]) -> Tuple[Dict[str, Dict
         try:
             plans.update(plan(cat, group))
         except PlanError as exc:
-            problems.append(f"vllm-fleet plan failed for deployment {name!r}:\n{exc}")
+            derived = "" if group[0].settings.get("deployment") else \
+                " (named from the recipe and hardware; vllm_fleet_deployment names it)"
+            problems.append(f"vllm-fleet plan failed for deployment {name!r}{derived}:\n{exc}")
     machines = {h.name: h.machine or h.name for h in hosts}
     problems += check_machines(plans, machines)
     problems += check_names(plans, machines)

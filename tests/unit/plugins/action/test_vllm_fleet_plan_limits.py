@@ -254,3 +254,25 @@ def test_set_by_bundle_lists_the_playbooks_own_variables():
     for path in (ROOT / "roles").glob("*/defaults/main.yml"):
         defaults += list(yaml.safe_load(path.read_text()) or {})
     assert not set(found) & set(defaults)
+
+
+
+def test_a_refusal_says_each_problem_once_and_a_derived_deployment_name_says_so():
+    sys.path.insert(0, str(ROOT / "plugins" / "action"))
+    import vllm_fleet_plan as action   # noqa: E402 - the plugin module itself
+
+    from ansible.errors import AnsibleActionFail
+    from vllm_fleet import loader
+    from vllm_fleet.contract import settings_of
+    from vllm_fleet.plan import HostInput, plan_fleet
+
+    with pytest.raises(AnsibleActionFail) as raised:
+        action._fail("header:", ["h1: vllm_fleet_x: bad", "block:\nh1: vllm_fleet_x: bad\nh2: vllm_fleet_y: bad"])
+    assert str(raised.value) == "header:\nh1: vllm_fleet_x: bad\nblock:\nh2: vllm_fleet_y: bad"
+    settings = settings_of({"vllm_fleet_recipe": ERNIE, "vllm_fleet_hardware": "h200", "vllm_fleet_nodes": 2,
+                            "vllm_fleet_strategy": "single_node_tp"})
+    hosts = [HostInput(name="d1", settings=dict(settings)), HostInput(name="d2", settings=dict(settings, deployment="named"))]
+    _, problems = plan_fleet(loader.load([ROOT / "recipes"]), hosts)
+    derived = [p for p in problems if "named from the recipe and hardware; vllm_fleet_deployment names it" in p]
+    assert len(derived) == 1 and "'ernie-4-5-vl-28b-a3b-pt-h200'" in derived[0], problems
+    assert any(p.startswith("vllm-fleet plan failed for deployment 'named':") for p in problems), problems

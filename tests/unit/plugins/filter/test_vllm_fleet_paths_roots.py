@@ -53,3 +53,13 @@ def test_a_record_naming_paths_outside_the_roots_removes_nothing_there():
             refused.append(path)
     assert sorted(allowed) == ["/opt/vllm-fleet/ernie", "/var/lib/vllm-fleet/state/ernie.plan"]
     assert sorted(refused) == ["/etc/passwd", "/opt/vllm-fleet/../../etc"]
+
+
+@pytest.mark.parametrize("path", ["/opt/vllm-fleet/tools", "/var/lib/vllm-fleet/hf-cache/hub",
+                                  "/var/lib/vllm-fleet/hf-cache/token"])
+def test_the_bundles_own_paths_are_never_removed_for_a_deployment(path):
+    # a record made before the name registry (a uv deployment named "tools") may name them
+    with pytest.raises(AnsibleFilterError, match="it is the bundle's own"):
+        paths.owned_path(path, ROOTS)
+    paths.owned_path(path + "-x", ROOTS)             # a deployment beside them: still removed
+    paths.owned_path(path.rsplit("/", 1)[0] + "/tools2", ROOTS)
