@@ -22,6 +22,7 @@ from ansible.plugins.action import ActionBase
 # not controller-side plugins.
 try:
     from vllm_fleet import contract, loader
+    from vllm_fleet.placement import is_engine_host
     from vllm_fleet.plan import (PlanError, deployment_of, host_input, limit_cuts, plan, plan_fleet, plan_hash,
                                   without_facts)
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
@@ -103,7 +104,10 @@ class ActionModule(ActionBase):
             # ranks, pools and ports), and a limit that cuts an instance or a cluster is refused.
             in_play = set(task_vars["ansible_play_hosts_all"])
             outside = [h for h in task_vars["groups"]["all"] if h not in in_play]
-            peers, peer_problems = self._peers(inputs, outside, hostvars, digest_key)
+            peers, peer_problems, engines_outside = self._peers(inputs, outside, hostvars, digest_key)
+            if engines_outside:   # before planning: those engines' hardware is not known here
+                _fail("vllm-fleet: the limit (-l / vllm_fleet_target) cuts what must change together (nothing was "
+                      "changed):", engines_outside)
             if peer_problems:
                 _fail("vllm-fleet: the inventory breaks the contract (nothing was changed), on hosts outside the "
                       "limit of deployments this run plans:", peer_problems)
@@ -144,8 +148,10 @@ class ActionModule(ActionBase):
 
     def _peers(self, inputs, outside, hostvars, digest_key):
         """Inventory hosts outside the play that belong to a deployment the play plans: their
-        planning input (no facts: fit checks off), and the problems among them (contract, or a
-        deployment that only their GPU facts would name)."""
+        planning input (no facts: fit checks off), the problems among them (contract, or a
+        deployment that only their GPU facts would name), and the cuts of a limit that holds only
+        a deployment's service hosts (router, Mooncake master/store): its engines, all outside,
+        leave their hardware to GPU facts no limited host detected."""
         touched = {deployment_of(h) for h in inputs}
         # the hardware each touched deployment runs on (one per deployment: mixed is refused),
         # for its hosts outside the limit that leave it to their GPU facts
@@ -156,7 +162,7 @@ class ActionModule(ActionBase):
         implicit = {h.settings.get("recipe") for h in inputs if not h.settings.get("deployment")}
         candidates = [h for h in outside if _plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
         if not touched or not candidates:
-            return [], []
+            return [], [], []
         checked, problems = self._read(candidates, hostvars)
         bad = {line.split(":", 1)[0] for line in problems}
         peers, mine = [], []
@@ -182,7 +188,16 @@ class ActionModule(ActionBase):
                 mine += [line for line in problems if line.startswith(name + ":")]
             else:
                 peers.append(peer)
-        return peers, mine
+        unknown = {}   # deployment -> its engine hosts outside the limit whose hardware nobody read
+        for peer in peers:
+            if is_engine_host(peer) and not (peer.settings.get("hardware") or peer.gpu.get("hardware")):
+                unknown.setdefault(deployment_of(peer), []).append(peer.name)
+        cuts = []
+        for deployment, engines in unknown.items():
+            limited = [h.name for h in inputs if deployment_of(h) == deployment]
+            cuts.append(f"{limited[0]}: vllm_fleet_deployment: the limit cuts {deployment!r}, a deployment whose engine "
+                        f"hosts are all outside it: {', '.join(engines)} (add them: -l {','.join(limited + engines)})")
+        return peers, mine, cuts
 
 
 def _fail(header, problems):

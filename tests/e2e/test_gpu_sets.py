@@ -92,8 +92,13 @@ def test_tp2_replicas_take_the_gpu_pairs_the_topology_prefers(machine):
     tp2 = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_deployment": "gpuset-tp2",
            "vllm_fleet_extra_args": ["--tensor-parallel-size", "2"],
            "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_CHECK": "0"}}
+    # gpu-m's own variables, in a layer: -e would give the deployment name to the machine's other
+    # inventory hosts too, joining them to gpu-m's deployment (a limit plans a deployment whole)
+    layer = Path(machine.inventory[-1]).with_name("tp2.yml")
+    layer.write_text(json.dumps({"all": {"hosts": {"gpu-m": tp2}}}) + "\n")
+    inventory = machine.inventory + [str(layer)]
     try:
-        run = playbook("deploy.yml", machine.inventory, "-l", "gpu-m", "-e", json.dumps(tp2))
+        run = playbook("deploy.yml", inventory, "-l", "gpu-m")
         assert run.rc == 0, run
         pairs = [["0", "4"], ["1", "5"], ["2", "6"], ["3", "7"]]
         for i, pair in enumerate(pairs):
@@ -108,5 +113,5 @@ def test_tp2_replicas_take_the_gpu_pairs_the_topology_prefers(machine):
         assert docker_inspect("vllm-fleet-gpuset-tp2-r4") is None
         assert "idle GPUs" not in run.out
     finally:
-        playbook("teardown.yml", machine.inventory, "-l", "gpu-m", "-e", json.dumps(tp2))
+        playbook("teardown.yml", inventory, "-l", "gpu-m")
         host_exec(gpu_m, ["sh", "-c", "echo h200x8 > /etc/vllm-fleet-fake-gpu"])

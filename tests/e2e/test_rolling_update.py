@@ -192,14 +192,19 @@ def test_a_limit_of_one_host_updates_it_under_its_name_and_touches_no_other(roll
     refused = playbook("deploy.yml", roll.inventory, "-l", "roll-r")
     said = " ".join(refused.out.split())   # the callback folds long messages
     assert refused.rc != 0 and "the limit (-l / vllm_fleet_target) cuts" in said, refused
-    assert "'roll', a router with workers whose hosts change together: roll-a, roll-b, roll-c outside it" in said, refused
+    assert "'roll', a deployment whose engine hosts are all outside it: roll-a, roll-b, roll-c" in said, refused
     assert "Traceback" not in refused.out
 
 
 def test_teardown_of_a_deployment_gone_from_the_inventory_leaves_nothing(roll):
-    # the inventory now names another deployment: "roll" is only known from the hosts' records
-    run = playbook("teardown.yml", roll.inventory, "-l", "roll_cluster",
-                   "-e", json.dumps({"vllm_fleet_deployment": "roll-renamed", "vllm_fleet_teardown_orphans": True}))
+    # the inventory now names another deployment: "roll" is only known from the hosts' records.
+    # The new name is given to roll_cluster's hosts in a layer, not with -e: -e would give it to
+    # roll-m too, joining its deployment to theirs (and a limit without roll-m would cut it)
+    layer = Path(roll.inventory[-1]).with_name("renamed.yml")
+    layer.write_text(json.dumps({"all": {"hosts": {h: {"vllm_fleet_deployment": "roll-renamed"}
+                                                   for h in (*ENGINES, "roll-r")}}}) + "\n")
+    run = playbook("teardown.yml", roll.inventory + [str(layer)], "-l", "roll_cluster",
+                   "-e", json.dumps({"vllm_fleet_teardown_orphans": True}))
     assert run.rc == 0, run
     for host in ENGINES:
         assert docker_inspect(NAMES[host]) is None and docker_inspect(NAMES[host] + "-prev") is None, host

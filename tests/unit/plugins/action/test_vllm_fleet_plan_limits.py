@@ -163,6 +163,14 @@ def test_outside_hosts_take_their_deployments_detected_hardware(tmp_path):
     assert cut.rc != 0 and "q2: vllm_fleet_instance: the limit cuts instance i0 of deployment 'q': q1 outside it" \
         in cut.out, cut.out[-3000:]
     _assert_no_crash(cut)
+    # a limit of the router alone: its engines, all outside, leave their hardware to facts nobody read
+    router = dict(hosts, rr=_host("10.8.10.5", vllm_fleet_recipe=ERNIE, vllm_fleet_deployment="r",
+                                  vllm_fleet_role="router"))
+    alone = _play(tmp_path / "router", _inventory(router), "-l", "rr")
+    assert alone.rc != 0, alone.out[-3000:]
+    assert "rr: vllm_fleet_deployment: the limit cuts 'r', a deployment whose engine hosts are all outside it: r1, r2 " \
+        "(add them: -l rr,r1,r2)" in alone.out, alone.out[-3000:]
+    _assert_no_crash(alone)
     one = _play(tmp_path / "one", inventory, "-l", "r2")
     assert one.rc == 0, one.out[-3000:]
     plan = _plans(one)["r2"]
