@@ -115,6 +115,7 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.vllm_fleet.secret_table import BY_ENV
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 REV = re.compile(r"^rev-([0-9]{1,9})\.json\Z")
@@ -134,15 +135,23 @@ def todays_plan(plan):
     """A recorded plan under today's key names. Plans recorded before the accelerator got one
     word carry the accelerator's name (cuda | rocm | cpu | xpu | tpu | none) as ``vendor`` and
     the host's accelerator setup (name, unit, uv) as ``accelerator``; today these are
-    ``accelerator`` and ``accelerator_setup``. Every read of a record comes through here, so
+    ``accelerator`` and ``accelerator_setup``. Plans recorded before ``secret_vars`` get it from
+    their processes' secret names. Every read of a record comes through here, so
     rollback.yml and a failed rollout's restore hand the roles a plan they accept. The hash is
     the recorded one (it covers the processes and files, which kept their keys)."""
-    if not isinstance(plan, dict) or "vendor" not in plan:
+    if not isinstance(plan, dict):
         return plan
     plan = dict(plan)
-    if "accelerator" in plan:
-        plan["accelerator_setup"] = plan.pop("accelerator")
-    plan["accelerator"] = plan.pop("vendor")
+    if "vendor" in plan:
+        if "accelerator" in plan:
+            plan["accelerator_setup"] = plan.pop("accelerator")
+        plan["accelerator"] = plan.pop("vendor")
+    if "secret_vars" not in plan:
+        # recorded before the plan named each secret's variable (secret_table): the env names its
+        # processes get, through today's table
+        names = {env for proc in plan.get("processes") or [] for env in proc.get("secret_env") or []} | \
+            {cred.get("secret") for proc in plan.get("processes") or [] for cred in proc.get("credentials") or []}
+        plan["secret_vars"] = {env: BY_ENV[env].var for env in sorted(n for n in names if n in BY_ENV)}
     return plan
 
 

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import vllmargs
+from . import secret_table, vllmargs
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -64,14 +64,15 @@ PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?\Z")
 # Flags whose value is a secret (canonical names, any case; vllmargs reads vLLM's other spellings):
 # they must come from vllm_fleet_hf_token / vllm_fleet_api_key.
 SECRET_FLAG_RE = vllmargs.SECRET_FLAG_RE
-# Environment names that carry secrets (the bundle passes HF_TOKEN / VLLM_API_KEY itself).
+# Environment names that carry secrets (the bundle passes secret_table's itself).
 SECRET_ENV_RE = re.compile(r"^(?:HF_TOKEN|VLLM_API_KEY|HUGGING_FACE_HUB_TOKEN|[A-Z0-9_]*_(?:TOKEN|KEY|SECRET|PASSWORD))\Z",
                            re.I)
 # Environment names that change what every process loads: refused outright.
 
-SECRET_POINTER = {"HF_TOKEN": "vllm_fleet_hf_token", "HUGGING_FACE_HUB_TOKEN": "vllm_fleet_hf_token",
-                  "VLLM_API_KEY": "vllm_fleet_api_key", "--api-key": "vllm_fleet_api_key",
-                  "--hf-token": "vllm_fleet_hf_token"}
+# where a secret-looking env name or flag goes instead (upper case; flags as written)
+SECRET_POINTER = {**{s.env: s.var for s in secret_table.TABLE},
+                  "HUGGING_FACE_HUB_TOKEN": "vllm_fleet_hf_token",
+                  "--api-key": "vllm_fleet_api_key", "--hf-token": "vllm_fleet_hf_token"}
 
 BOOL_WORDS = {"true": True, "yes": True, "on": True, "1": True,
               "false": False, "no": False, "off": False, "0": False}
@@ -247,14 +248,16 @@ VARIABLES: Tuple[Var, ...] = (
     Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
         default=3, minimum=1, maximum=100),
     # --- secrets (vault them)
-    Var("hf_token", "str", "Hugging Face token (vault it), never argv: containers get `HF_TOKEN` in their environment; uv units a "
-        "root-only file (`/etc/vllm-fleet/<deployment>/secrets/hf_token`, systemd `LoadCredential=`) and "
-        "`HF_TOKEN_PATH`.",
+    # (the table of what each is and who gets it: secret_table)
+    Var("hf_token", "str", secret_table.BY_VAR["vllm_fleet_hf_token"].meaning,
         scope="secret", pattern=re.compile(r"^\S{1,4096}\Z"), pattern_hint="one word without whitespace",
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health")),
-    Var("api_key", "str", "API key the servers require (vault it): `VLLM_API_KEY`, never argv.", scope="secret",
+    Var("api_key", "str", secret_table.BY_VAR["vllm_fleet_api_key"].meaning, scope="secret",
         pattern=re.compile(r"^\S{1,4096}\Z"), pattern_hint="one word without whitespace",
         roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_health", "vllm_fleet_drain")),
+    Var("mooncake_redis_password", "str", secret_table.BY_VAR["vllm_fleet_mooncake_redis_password"].meaning,
+        scope="secret", pattern=re.compile(r"^\S{1,4096}\Z"), pattern_hint="one word without whitespace",
+        roles=("vllm_fleet_docker", "vllm_fleet_uv", "vllm_fleet_services")),
     Var("secret_digest_key", "str", "Key of the keyed digest of the secret values that makes a rotated secret "
         "redeploy (default: a random key kept on the controller; set it, vaulted, when several controllers deploy).",
         scope="secret", pattern=re.compile(r"^\S{16,4096}\Z"), pattern_hint="at least 16 characters without whitespace"),
@@ -287,7 +290,6 @@ SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
                                                                         "replicas_per_host")
                             or v.name.startswith(ACCELERATOR_PREFIXES)}
-SECRETS: Dict[str, str] = {"vllm_fleet_hf_token": "HF_TOKEN", "vllm_fleet_api_key": "VLLM_API_KEY"}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them. The
 # plan action meets them as this run's facts on its later calls, so they are passed over there.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes",
@@ -626,7 +628,7 @@ def _env_rules(c: _Checker, where: str, env: Mapping[str, Any]) -> None:
             pointer = SECRET_POINTER.get(key.upper())
             c.bad(f"{where}.{key}", "looks like a secret and would be written in clear into unit files and container "
                   "config" + (f": set {pointer} instead (vault it)" if pointer else
-                              ": pass secrets through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"))
+                              f": pass secrets through {secret_table.CHANNELS} (vault them)"))
 
 
 def _secret_message(flag: str, shown: Optional[str] = None) -> str:
@@ -698,7 +700,7 @@ def _privileged_message(what: str) -> str:
 # (SECRET_ENV_RE) for JSON keys, any case, also bare (`password`) and dashed / dotted.
 CONFIG_SECRET_KEY_RE = re.compile(r"(?:.*[_.-])?(?:token|key|secret|password|passwd|pwd|credentials?|api[_-]?key)s?\Z",
                                   re.I)
-SECRET_CHANNELS = "pass secrets only through vllm_fleet_hf_token / vllm_fleet_api_key (vault them)"
+SECRET_CHANNELS = f"pass secrets only through {secret_table.CHANNELS} (vault them)"
 
 
 def _walk(value: Any, where: str):

@@ -125,6 +125,9 @@ class HostPlan:
     config_dir: str = _doc("directory of the deployment's config files")
     exposed: List[str] = _doc("engines answering beyond localhost without an API key")
     secret_files: List[Dict[str, str]] = _doc("secrets the host's processes read from files")
+    secret_vars: Dict[str, str] = _doc("the secrets the host's processes get: env name -> the inventory variable "
+                                       "that holds the value (secret_table; the roles resolve it, the plan holds "
+                                       "no value)")
     address: Optional[str] = _doc("rendezvous address of this host")
     hash: str = _doc("of the processes (without drain) and files", default="")
     drain: Optional[Dict[str, Any]] = _doc("the router that lists this host's server", default=None)

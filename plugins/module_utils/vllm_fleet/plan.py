@@ -20,14 +20,14 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, schema, select
-from .contract import NAME_RE, SECRETS, settings_of, shown
+from . import accelerator, schema, secret_table, select
+from .contract import NAME_RE, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
 from .render import RenderError, Request, as_list, as_map
 from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
-from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash, secret_digest
+from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash
 from .planargv import LOOPBACK, flag_values, listen_address
 from .vllmargs import whole
 from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
@@ -45,7 +45,7 @@ SETTING_KEYS = (
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
-    "router_port", "router_version", "rollout_batch", "secret_digest", "privileged_ports",
+    "router_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -81,9 +81,9 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
     """One host's planning input: its contract-checked ``vllm_fleet_*`` values, plus what
     Ansible knows of it (``ansible_host``, facts: addresses, interfaces, GPU facts)."""
     settings = settings_of(checked)
-    secrets = {env: checked[var] for var, env in SECRETS.items() if checked.get(var)}
+    secrets = {s.env: checked[s.var] for s in secret_table.TABLE if checked.get(s.var)}
     settings["secrets"] = sorted(secrets)
-    settings["secret_digest"] = secret_digest(digest_key, secrets) if secrets else None
+    settings["secret_digests"] = secret_table.digests(digest_key, secrets)
     facts = hostvars.get("ansible_facts") or {}
     address = checked.get("vllm_fleet_address") or hostvars.get("ansible_host") or \
         (facts.get("default_ipv4") or {}).get("address")
@@ -389,6 +389,8 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
                      and (p.bind or "0.0.0.0") not in LOOPBACK and "VLLM_API_KEY" not in p.secret_env],
             secret_files=sorted({c["path"]: c for p in processes for c in p.credentials}.values(),
                                 key=lambda c: c["path"]),
+            secret_vars=dict(sorted({env: secret_table.BY_ENV[env].var for p in processes
+                                     for env in p.secret_env + [c["secret"] for c in p.credentials]}.items())),
             address=mine[0].host.address)
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())

@@ -4,7 +4,6 @@ names and hashes."""
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import re
 from dataclasses import dataclass, field
@@ -132,13 +131,6 @@ def default_deployment(hf_id: str, hardware: Optional[str]) -> str:
 
 def plan_hash(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def secret_digest(key: bytes, secrets: Mapping[str, str]) -> str:
-    """Keyed digest (HMAC-SHA256) of the secret values: a rotated secret changes the plan hash,
-    and the hash (stored on hosts, in container labels) reveals nothing about the values."""
-    body = json.dumps(dict(sorted(secrets.items())), sort_keys=True).encode()
-    return hmac.new(key, body, hashlib.sha256).hexdigest()[:16]
 
 
 @dataclass

@@ -7,6 +7,7 @@ import json
 import shlex
 from typing import Any, Dict, List, Mapping, Optional
 
+from . import secret_table
 from .docker import env_text
 from .hostplan import PlannedProcess
 from .render import as_list, as_map
@@ -16,13 +17,6 @@ from .planmodel import CONFIG_ROOT, DEFAULT_PORT, Deployment, HostInput, ROCM_BR
 from .planargv import bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv, gpus_per_node, substitute
 from .vllmargs import PRIVILEGED_PORTS, flag_name, has_flag
 
-
-# Secrets handed to a uv unit as a root-only file instead of an environment value (systemd's
-# LoadCredential=; the process is told the file's path): HF_TOKEN -> HF_TOKEN_PATH, which
-# huggingface_hub reads. Containers still get HF_TOKEN in their environment: a bind-mounted
-# file cannot be exercised on the testbed, whose containers are siblings on this machine's
-# engine (bind sources resolve here, not on the test host that wrote the file).
-SECRET_FILES = {"HF_TOKEN": {"name": "hf_token", "env": "HF_TOKEN_PATH", "var": "vllm_fleet_hf_token"}}
 
 # Placeholder defaults (an operator's vllm_fleet_placeholders win).
 PLACEHOLDER_DEFAULTS = {
@@ -93,8 +87,10 @@ def planned_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         planned.capabilities = ["NET_BIND_SERVICE"]
     hashed = {"argv": planned.argv, "env": planned.env, "image": planned.image, "port": planned.port,
               "packages": planned.packages}
-    if planned.secret_env or planned.credentials:
-        hashed["secrets"] = settings.get("secret_digest")
+    # the secrets this process gets (table: secret_table), by the keyed digest of their values
+    mine = secret_table.for_process(as_list(settings.get("secrets")), planned.kind, bool(dep.store))
+    if mine:
+        hashed["secrets"] = as_map(settings.get("secret_digests")).get(",".join(mine))
     for key in ("gpus", "devices", "cpus", "capabilities"):
         if getattr(planned, key) is not None:
             hashed[key] = getattr(planned, key)
@@ -167,7 +163,13 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         files[path] = {"path": path, "mode": "0644",
                        "content": _config_json(dep, template, "the Mooncake vLLM config", resolved)}
         mounts.append(path.rsplit("/", 1)[0])
-    secrets = sorted(str(k) for k in as_list(settings.get("secrets")))
+    # a uv engine gets the secrets the table passes as files that way (systemd's LoadCredential=;
+    # it is told the file's path: HF_TOKEN_PATH, which huggingface_hub reads); containers get
+    # them in their environment: a bind-mounted file cannot be exercised on the testbed, whose
+    # containers are siblings on this machine's engine (bind sources resolve here, not on the
+    # test host that wrote the file)
+    secrets = secret_table.for_process(as_list(settings.get("secrets")), proc.kind, bool(dep.store))
+    as_file = [k for k in secrets if secret_table.BY_ENV[k].file and dep.runtime == "uv"]
     return PlannedProcess(
         name=slot.name, kind=proc.kind, role=proc.role, rank=proc.rank, phase=slot.phase,
         runtime=dep.runtime, version=version, argv=argv, env=env,
@@ -179,8 +181,8 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         model_path=settings.get("model_path"),
         packages=_mooncake_packages(dep, docker.get("brand_key") or "nvidia") if dep.store else [],
         mounts=mounts,
-        secret_env=[k for k in secrets if k not in SECRET_FILES or dep.runtime != "uv"],
-        credentials=[credential(dep.name, k) for k in secrets if k in SECRET_FILES and dep.runtime == "uv"],
+        secret_env=[k for k in secrets if k not in as_file],
+        credentials=[credential(dep.name, k) for k in as_file],
         gpus=gpus, replica=slot.replica, devices=devices,
         cpus=sorted(c for rank in slot.cpus for c in rank) if slot.cpus is not None else None)
 
@@ -251,13 +253,14 @@ def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any
         name=slot.name, kind=proc.kind, role=proc.role, rank=proc.rank, phase=slot.phase,
         runtime="service", version=None, argv=argv, env=env, port=port, serves_http=router,
         health=health, bind=bind_of(argv) if router else None,
-        probe_host=probe_host_of(argv) if router else "127.0.0.1", packages=packages)
+        probe_host=probe_host_of(argv) if router else "127.0.0.1", packages=packages,
+        secret_env=secret_table.for_process(as_list(settings.get("secrets")), proc.kind, bool(dep.store)))
 
 
 def credential(deployment: str, secret: str) -> Dict[str, str]:
     """Where a file-passed secret lives on the host (``/etc/vllm-fleet/<deployment>/secrets/``,
     root only) and how the process finds it: ``env`` names the path variable, ``name`` the
     systemd credential (``%d/<name>``, LoadCredential= of ``path``)."""
-    spec = SECRET_FILES[secret]
-    return {"secret": secret, "name": spec["name"], "env": spec["env"], "var": spec["var"],
-            "path": f"{CONFIG_ROOT}/{deployment}/secrets/{spec['name']}"}
+    spec = secret_table.BY_ENV[secret]
+    return {"secret": secret, "name": spec.file, "env": spec.file_env, "var": spec.var,
+            "path": f"{CONFIG_ROOT}/{deployment}/secrets/{spec.file}"}

@@ -113,6 +113,13 @@ TEXT: List[Case] = [
          "vllm_fleet_mooncake_store_config", secret=True),
     Case("mc-store-token-key", {"vllm_fleet_mooncake_store_config": {"access-token": S}},
          "vllm_fleet_mooncake_store_config", secret=True),
+    Case("mc-env-password", {"vllm_fleet_env": {"MC_REDIS_PASSWORD": S}}, "vllm_fleet_env", secret=True,
+         also="set vllm_fleet_mooncake_redis_password instead"),
+    Case("mc-url-points-to-the-variable", {"vllm_fleet_mooncake_store_config": {"metadata_server": "redis://default:"
+                                                                                 + S + "@10.0.0.5:6379/0"}},
+         "vllm_fleet_mooncake_store_config", secret=True, also="vllm_fleet_mooncake_redis_password"),
+    Case("nl-mc-redis-password", {"vllm_fleet_mooncake_redis_password": S + NL}, "vllm_fleet_mooncake_redis_password",
+         secret=True),
     Case("mc-list-url", {"vllm_fleet_mooncake_config": {"servers": ["10.0.0.1", "http://admin:" + S + "@10.0.0.2/"]}},
          "vllm_fleet_mooncake_config", secret=True),
     Case("env-url-password", {"vllm_fleet_env": {"REDIS_URL": "redis://user:" + S + "@cache:6379/0"}},
@@ -173,12 +180,14 @@ CONTROL = {
                       vllm_fleet_env={"LD_PRELOAD": PRELOAD, "LD_LIBRARY_PATH": LIBRARY_PATH},
                       vllm_fleet_host_env={"LD_PRELOAD": PRELOAD_BLANKS}),
     "ok-secrets": dict(_BASE, vllm_fleet_deployment="ok-text-secrets", vllm_fleet_hf_token="hf_" + CONTROL_SECRET,
+                       vllm_fleet_mooncake_redis_password=CONTROL_SECRET + "-redis",
                        vllm_fleet_api_key=CONTROL_SECRET + "-k", vllm_fleet_secret_digest_key=CONTROL_SECRET + "-digest",
                        vllm_fleet_env={"HF_HOME": "/data/hf", "NO_PROXY": "10.0.0.0/8",
                                        "PROXY_URL": "http://proxy.example:3128"}),
     "ok-mc-1": dict(_MC, vllm_fleet_mooncake_config=MC_CONFIG, vllm_fleet_mooncake_store_config=MC_STORE,
-                    ansible_host="10.9.5.1"),
+                    vllm_fleet_mooncake_redis_password=CONTROL_SECRET + "-redis", ansible_host="10.9.5.1"),
     "ok-mc-2": dict(_MC, vllm_fleet_mooncake_config=MC_CONFIG, vllm_fleet_mooncake_store_config=MC_STORE,
+                    vllm_fleet_mooncake_redis_password=CONTROL_SECRET + "-redis",
                     vllm_fleet_role=["master", "store"], ansible_host="10.9.5.2"),
 }
 CONTROL_EXTRA = ["-e", "vllm_fleet_rollback_to=1", "-e", json.dumps({"vllm_fleet_change_note": "a" * 400})]
@@ -260,6 +269,21 @@ def test_mooncake_config_keys_reach_the_files(control_run):
     assert contents, plans["ok-mc-1"]["files"]
     assert all(c["metadata_server"] == MC_CONFIG["metadata_server"] for c in contents)
     assert any(c.get("global_segment_size") == MC_STORE["global_segment_size"] for c in contents)
+
+
+def test_the_redis_password_is_named_not_held_by_the_mooncake_plans(control_run):
+    """The vaulted Redis password reaches Mooncake's master, store and engines as a variable name
+    (the roles resolve it into root-only env files); no plan, file or output holds the value."""
+    plans = _plans(control_run)
+    kinds = {p["kind"]: p for name in ("ok-mc-1", "ok-mc-2") for p in plans[name]["processes"]}
+    assert {"vllm", "mooncake_master", "mooncake_store"} <= set(kinds), sorted(kinds)
+    for kind in ("vllm", "mooncake_master", "mooncake_store"):
+        assert "MC_REDIS_PASSWORD" in kinds[kind]["secret_env"], kinds[kind]
+    for name in ("ok-mc-1", "ok-mc-2"):
+        assert plans[name]["secret_vars"]["MC_REDIS_PASSWORD"] == "vllm_fleet_mooncake_redis_password"
+    # a deployment without Mooncake does not get it, even where the host sets it
+    assert "MC_REDIS_PASSWORD" not in plans["ok-secrets"]["secret_vars"]
+    assert CONTROL_SECRET + "-redis" not in control_run.out + json.dumps(plans)
 
 
 def test_extra_vars_revision_0_and_a_long_note(extra_vars_run):

@@ -96,6 +96,7 @@ def test_deployment_numbers_and_what_a_host_ran_at_a_revision(tmp_path):
 
 # ---- records written before the plan's keys were renamed --------------------------------------
 
+API_KEY = {"VLLM_API_KEY": "vllm_fleet_api_key"}
 OLD_SETUP = {"name": "rocm", "unit": {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}},
              "uv": {"python": "3.12"}}
 
@@ -113,18 +114,24 @@ def test_an_old_record_reads_back_under_todays_keys(tmp_path):
     write_record(tmp_path, 1, dict(plan("h1"), vendor="rocm", accelerator=OLD_SETUP))
     # older still: no accelerator block yet
     write_record(tmp_path, 2, dict(plan("h2"), vendor="cpu"))
+    # and older than secret_vars: the variable of each secret its processes get, from today's table
+    # (a uv engine's HF token is a credential file, its API key an env value)
+    uv = dict(plan("h3"), accelerator="cpu")
+    uv["processes"][0]["credentials"] = [{"secret": "HF_TOKEN", "var": "vllm_fleet_hf_token"}]
+    write_record(tmp_path, 3, uv)
     at1 = run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"]
-    assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP)
+    assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars=API_KEY)
+    at2 = run(tmp_path, state="read", deployment="minilm", revision="2")["selected"]["plan"]
+    assert at2 == dict(plan("h2"), accelerator="cpu", secret_vars=API_KEY) and "vendor" not in json.dumps(at2)
     current = run(tmp_path, state="read")["deployments"]["minilm"]["record"]
-    assert current["plan"] == dict(plan("h2"), accelerator="cpu") and current["hash"] == "h2"
-    assert "vendor" not in json.dumps(current)
+    assert current["hash"] == "h3" and current["plan"]["secret_vars"] == dict(API_KEY, HF_TOKEN="vllm_fleet_hf_token")
 
 
 def test_a_new_record_reads_back_unchanged(tmp_path):
-    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP)
+    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars={})
     run(tmp_path, state="recorded", deployment="minilm", plan=today)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == today
     assert run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"] == today
-    none = dict(plan("h2"), accelerator="none", accelerator_setup=None)
+    none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY)
     run(tmp_path, state="recorded", deployment="minilm", plan=none)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == none
