@@ -45,8 +45,11 @@ GROUPS = {
                                   # no RDMA NICs on test hosts; small pools
                                   "vllm_fleet_mooncake_config": {"protocol": "tcp"},
                                   "vllm_fleet_mooncake_store_config": {"global_segment_size": "256MB",
-                                                                       "local_buffer_size": "64MB"}}},
+                                                                       "local_buffer_size": "64MB"},
+                                  # the Redis password Mooncake reads (MC_REDIS_PASSWORD): where it lands
+                                  "vllm_fleet_mooncake_redis_password": "e2e-redis-SENTINEL-91d3"}},
 }
+MC_PASSWORD = "e2e-redis-SENTINEL-91d3"
 HOST_VARS = {"pd-p": {"vllm_fleet_role": "prefill"}, "pd-d": {"vllm_fleet_role": "decode"},
              "pd-r": {"vllm_fleet_role": "router"}, "mc-m": {"vllm_fleet_role": ["master", "store", "router"]}}
 COMMON = {
@@ -257,10 +260,23 @@ def test_mooncake_two_instances_with_master_store_and_router(fleet, cat):
         config = json.loads(host_exec(fleet.container(host), ["cat", config_path]).stdout)
         assert config["master_server_address"] == f"{ip(fleet, 'mc-m')}:50051"
         assert config["global_segment_size"] == 0 and config["protocol"] == "tcp"
+        # the engines of a Mooncake deployment get the Redis password in their environment
+        assert env_of(c).get("MC_REDIS_PASSWORD") == MC_PASSWORD
     m = fleet.container("mc-m")
     for unit in ("vllm-fleet-mc-mooncake-master", "vllm-fleet-mc-mooncake-store", "vllm-fleet-mc-router"):
         state = host_exec(m, ["systemctl", "is-active", unit + ".service"]).stdout.strip()
         assert state == "active", (unit, state, host_exec(m, ["journalctl", "-u", unit, "-n", "30", "--no-pager"]).stdout)
+        # master and store: from their root-only env file (0600 root, read by systemd); the router: none
+        pid = host_exec(m, ["systemctl", "show", "-p", "MainPID", "--value", unit + ".service"]).stdout.strip()
+        environ = host_exec(m, ["cat", f"/proc/{pid}/environ"]).stdout.split("\0")
+        wanted = [] if unit.endswith("router") else [f"MC_REDIS_PASSWORD={MC_PASSWORD}"]
+        assert [e for e in environ if e.startswith("MC_REDIS_")] == wanted, unit
+        mode = host_exec(m, ["stat", "-c", "%a %U", f"/etc/vllm-fleet/{unit}.env"]).stdout.split()
+        assert mode == ["600", "root"], (unit, mode)
+    # nowhere else: not in the units, the config files, the revision records, nor the run's output
+    leaked = host_exec(m, ["grep", "-rl", MC_PASSWORD, "/etc/systemd/system", "/etc/vllm-fleet/mc",
+                           "/var/lib/vllm-fleet/state"]).stdout
+    assert leaked == "" and MC_PASSWORD not in run.out, leaked
     listening = host_exec(m, ["ss", "-Htln", "sport = :50051"]).stdout
     assert "50051" in listening, listening
     store_cfg = json.loads(host_exec(m, ["cat", "/etc/vllm-fleet/mc/mooncake-store.json"]).stdout)
