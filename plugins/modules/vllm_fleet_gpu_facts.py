@@ -65,6 +65,12 @@ options:
         to its driver).
     type: bool
     default: false
+  health:
+    description:
+      - Also read the GPUs' health (RV(ansible_facts.vllm_fleet_gpu.health)). Reading the kernel
+        log needs root (or C(CAP_SYSLOG)) where C(kernel.dmesg_restrict) is set.
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -218,12 +224,36 @@ ansible_facts:
           returned: always
           type: dict
           sample: {"0": [0, 1, 2, 3], "1": [4, 5, 6, 7]}
+        health:
+          description:
+            - With O(health), one verdict per GPU (C(healthy), C(degraded), C(failed)) with its
+              evidence, the sources that answered (C(read)) and those that did not (C(notes)).
+            - NVIDIA from C(nvidia-smi -q -x) (ECC, retired pages, remapped rows, clocks event
+              reasons) and the XID lines of the kernel log since boot (C(dmesg), else
+              C(journalctl -k -b)); AMD from C(amd-smi metric --ecc --json) and
+              C(amd-smi xgmi --link-status --json). The rules are in module_utils
+              C(vllm_fleet_gpu_health). C(gpus) is empty when no source answered.
+          returned: with O(health), when a GPU tool reported GPUs
+          type: dict
+          sample: {"gpus": [{"index": 3, "state": "failed", "evidence": ["XID 79 in the kernel log: GPU has fallen off the bus"]}],
+                   "read": ["nvidia-smi -q -x", "dmesg"], "notes": []}
+        modes:
+          description: Persistence mode, MIG mode, compute mode and fabric state of every NVIDIA GPU
+            (from C(nvidia-smi -q -x)), by GPU index.
+          returned: with O(health), NVIDIA GPUs
+          type: list
+          elements: dict
+          sample: [{"index": 0, "persistence_mode": "Enabled", "mig_mode": "Disabled", "compute_mode": "Default",
+                    "fabric": {"state": "Completed", "status": "Success"}}]
 """
 
 import csv
 import json
 import os
 import re
+
+from ansible.module_utils.vllm_fleet_gpu_health import (
+    bus_index, parse_amd_smi_ecc_json, parse_amd_smi_xgmi, parse_nvidia_query_xml, parse_xid_lines, verdict)
 
 # ----------------------------------------------------------------------------------------------
 # Taxonomy hardware ids (recipes/taxonomy.yaml, hardware_profiles, in file order)
@@ -257,6 +287,12 @@ CPUINFO = "/proc/cpuinfo"
 # GPU topology and device nodes (read only after the GPUs were found; a failure there only
 # leaves the key out)
 NVIDIA_TOPO = ["topo", "-m"]
+# GPU health (health=true): NVIDIA's XML log (ECC, retired pages, remapped rows, clocks event
+# reasons, modes), the kernel log's XID lines since boot, AMD's ECC/RAS counters and XGMI links
+NVIDIA_HEALTH = ["-q", "-x"]
+KERNEL_LOG = (("dmesg", []), ("journalctl", ["-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"]))
+AMD_SMI_ECC = ["metric", "--ecc", "--json"]
+AMD_SMI_XGMI = ["xgmi", "--link-status", "--json"]
 AMD_SMI_TOPOLOGY = ["topology", "--json"]
 AMD_SMI_NUMA = ["static", "--numa", "--json"]
 # `list -e` (ROCm >= 6.4, amd-smi 25.3) adds RENDER/CARD/HSA_ID/HIP_ID per GPU; older releases
@@ -1021,10 +1057,10 @@ def probe_cpus(read_text, list_dir, affinity):
     return cpus, numa_nodes or ({"0": cpus} if cpus else {})
 
 
-def probe(run, which, read_text, list_dir=None, affinity=None):
+def probe(run, which, read_text, list_dir=None, affinity=None, health=False):
     """Gather facts. run(argv) -> (rc, stdout, stderr); which(tool) -> path or None;
     read_text(path) -> str or None; list_dir(path) -> names or None; affinity() -> CPU ids
-    (default: this machine's)."""
+    (default: this machine's); health: also read the GPUs' health (probe_health)."""
     facts = empty_facts()
     facts["cpu_model"] = parse_cpu_model(read_text(CPUINFO))
     facts["cpus"], facts["numa_nodes"] = probe_cpus(read_text, list_dir or _list_dir, affinity or _affinity)
@@ -1039,10 +1075,66 @@ def probe(run, which, read_text, list_dir=None, affinity=None):
             facts["probe_notes"].append("%s: not found" % tool)
             continue
         if fn(path):
+            if health:
+                facts["health"] = probe_health(facts, run, which, path)
             return facts
     if facts["cpu_model"]:
         facts.update(brand="cpu", source=CPUINFO)
     return facts
+
+
+def _kernel_log(run, which):
+    """(text, source) of the kernel log since boot: dmesg, else journalctl -k (None, notes)."""
+    notes = []
+    for tool, argv in KERNEL_LOG:
+        path = which(tool)
+        if not path:
+            notes.append("%s: not found" % tool)
+            continue
+        rc, out, err = run([path] + argv)
+        if rc == 0:
+            return out, tool, notes
+        notes.append("%s: rc=%s %s" % (tool, rc, first_line(err, out)))
+    return None, None, notes
+
+
+def probe_health(facts, run, which, path):
+    """Per GPU healthy | degraded | failed with its evidence (module_utils vllm_fleet_gpu_health:
+    the rules), from the GPU tool at ``path`` and the kernel log; ``read`` lists the sources that
+    answered, ``notes`` the ones that did not (a source that cannot be read judges nothing)."""
+    read, notes = [], []
+    nvidia, xids, amd_ecc, xgmi = None, None, None, None
+    if facts["brand"] == "nvidia":
+        rc, out, err = run([path] + NVIDIA_HEALTH)
+        nvidia = parse_nvidia_query_xml(out) if rc == 0 else []
+        if nvidia:
+            read.append("nvidia-smi -q -x")
+            facts["modes"] = [{"index": g["index"], "persistence_mode": g["persistence_mode"],
+                               "mig_mode": g["mig_mode"], "compute_mode": g["compute_mode"],
+                               "fabric": g["fabric"]} for g in nvidia]
+        else:
+            notes.append("nvidia-smi -q -x: rc=%s %s" % (rc, first_line(err, out) or "no GPU in the XML"))
+        text, tool, missing = _kernel_log(run, which)
+        notes.extend(missing)
+        if text is not None:
+            read.append(tool)
+            xids = parse_xid_lines(text, bus_index(nvidia) if nvidia else facts["bus_ids"])
+    elif facts["source"] == "amd-smi":
+        for argv, name in ((AMD_SMI_ECC, "ecc"), (AMD_SMI_XGMI, "xgmi")):
+            rc, out, err = run([path] + argv)
+            parsed = (parse_amd_smi_ecc_json if name == "ecc" else parse_amd_smi_xgmi)(out) if rc == 0 else []
+            if parsed:
+                read.append("amd-smi " + " ".join(argv))
+            else:
+                notes.append("amd-smi %s: rc=%s %s" % (" ".join(argv), rc, first_line(err, out)))
+            if name == "ecc":
+                amd_ecc = parsed
+            else:
+                xgmi = parsed
+    else:
+        notes.append("%s: health is read with nvidia-smi or amd-smi" % facts["source"])
+    gpus = verdict(nvidia=nvidia, xids=xids, amd_ecc=amd_ecc, xgmi=xgmi, count=facts["count"]) if read else []
+    return {"gpus": gpus, "read": read, "notes": notes}
 
 
 def resolve(facts, hardware=None, require_gpu=False):
@@ -1120,6 +1212,7 @@ def main():
             amd_smi_path=dict(type="path"),
             rocm_smi_path=dict(type="path"),
             require_gpu=dict(type="bool", default=False),
+            health=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -1143,7 +1236,7 @@ def main():
                                           environ_update={"LC_ALL": "C", "LANG": "C"})
         return rc, out, err
 
-    facts = probe(run, which, _read_text)
+    facts = probe(run, which, _read_text, health=p["health"])
     try:
         facts, warnings = resolve(facts, hardware=p["hardware"], require_gpu=p["require_gpu"])
     except HardwareError as exc:

@@ -73,7 +73,11 @@ MODEL_DIR = Path("/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2")
 FAKES_MOUNT = "/usr/local/fakes/bin"
 PROFILE_FILE = "/etc/vllm-fleet-fake-gpu"
 # knobs of the FAKE GPU tools a host spec may set (written after the profile in PROFILE_FILE)
-FAKE_KNOBS = {"topology": ("nvswitch", "pairs")}
+# (a tuple: the values; a pattern: what a value must match)
+FAKE_KNOBS = {"topology": ("nvswitch", "pairs"),
+              # GPU health (tests/fakes/README.md): sick=GPU:KIND[,GPU:KIND...], xid=GPU:CODE[,...]
+              "sick": re.compile(r"[0-9]+:[a-z_]+(,[0-9]+:[a-z_]+)*\Z"),
+              "xid": re.compile(r"[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*\Z")}
 # FAKE ROCm render nodes of this machine (fake-gpu-runtime.sh up): GPU i -> renderD(128+i)
 RENDER_NODES = [f"/dev/dri/renderD{128 + i}" for i in range(8)]
 PREFIX = "vllm-fleet-test-"
@@ -122,7 +126,8 @@ def known_profiles() -> dict[str, str]:
 
 def parse_hosts(spec) -> list[dict]:
     """'h200-a:h200x8,cpu-a:none,x:mi300x8:docker,p:h200x8:topology=pairs' (or a list of such
-    items) -> host dicts."""
+    items; a list item may hold a knob whose value has ':' and ',': 's:h200x8:sick=3:ecc_uncorrectable,4:thermal')
+    -> host dicts."""
     items = spec.split(",") if isinstance(spec, str) else list(spec)
     profiles = known_profiles()
     hosts, seen = [], set()
@@ -131,8 +136,15 @@ def parse_hosts(spec) -> list[dict]:
         if len(parts) < 2 or not parts[0]:
             raise FleetError(f"host spec {item!r}: want NAME:PROFILE[:docker][:topology=pairs]")
         name, profile = parts[0], parts[1].lower()
-        opts = {o for o in parts[2:] if o and "=" not in o}
-        knobs = dict(o.split("=", 1) for o in parts[2:] if "=" in o)
+        opts, knobs, last = set(), {}, None
+        for part in parts[2:]:
+            if "=" in part:
+                last, value = part.split("=", 1)
+                knobs[last] = value
+            elif last in ("sick", "xid") and part and part != "docker":   # the rest of its value (GPU:KIND)
+                knobs[last] += ":" + part
+            elif part:
+                opts.add(part)
         if not HOST_RE.match(name):
             raise FleetError(f"host name {name!r}: lowercase letters, digits, '-', at most 40 chars")
         if name in seen:
@@ -142,9 +154,10 @@ def parse_hosts(spec) -> list[dict]:
         if opts - {"docker"}:
             raise FleetError(f"host {name}: unknown option(s) {sorted(opts - {'docker'})} (known: docker)")
         for key, value in knobs.items():
-            if key not in FAKE_KNOBS or value not in FAKE_KNOBS[key]:
-                raise FleetError(f"host {name}: unknown knob {key}={value} (known: "
-                                 f"{', '.join(f'{k}={v}' for k, vs in FAKE_KNOBS.items() for v in vs)})")
+            allowed = FAKE_KNOBS.get(key)
+            if allowed is None or (value not in allowed if isinstance(allowed, tuple) else not allowed.match(value)):
+                raise FleetError(f"host {name}: unknown knob {key}={value} (known: topology=nvswitch|pairs, "
+                                 f"sick=GPU:KIND,..., xid=GPU:CODE,...)")
         seen.add(name)
         host = {"name": name, "profile": profile, "vendor": profiles[profile], "docker_socket": "docker" in opts}
         if knobs:

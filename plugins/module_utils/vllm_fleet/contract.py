@@ -166,6 +166,14 @@ VARIABLES: Tuple[Var, ...] = (
         "host's GPUs divided by the GPUs one server of the command uses (tensor x pipeline x data parallel); on "
         "CPU hosts one per NUMA node. One replica keeps the plain name and port.",
         scope="host", default="auto", minimum=1, maximum=1024),
+    Var("gpu_health", "str", "What a GPU that fails its health check (uncorrectable ECC errors, remapped rows pending "
+        "or failed, retired pages pending, a fatal XID in the kernel log, AMD RAS uncorrectable errors, an XGMI "
+        "link down; read with the GPU facts) does to the plan: `refuse`: a failed GPU the plan would use stops "
+        "the run before any host changes, naming host, GPU and evidence; `exclude`: single-node servers are "
+        "placed on the healthy GPUs only (`vllm_fleet_replicas_per_host: auto` packs them; a `vllm_fleet_gpus` "
+        "that names a failed GPU is refused); `warn`: the run summary says so; `off`: not read. Degraded GPUs "
+        "(correctable ECC errors, thermal or power slowdown) are always a warning.",
+        scope="host", default="refuse", choices=("refuse", "exclude", "warn", "off")),
     Var("preflight_check_gpus", "bool", "Refuse a host whose GPU facts report fewer GPUs than its hardware profile "
         "has (`false`: trust the profile).", scope="host", default=True),
     Var("preflight_check_vram", "bool", "Refuse an instance whose GPU memory (this host's facts x nodes) is below "
@@ -288,7 +296,7 @@ BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
-                                                                        "replicas_per_host")
+                                                                        "replicas_per_host", "gpu_health")
                             or v.name.startswith(ACCELERATOR_PREFIXES)}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them. The
 # plan action meets them as this run's facts on its later calls, so they are passed over there.

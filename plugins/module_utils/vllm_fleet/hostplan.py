@@ -135,6 +135,10 @@ class HostPlan:
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "
                                           "not tell", default=None)
+    gpu_health: Optional[Dict[str, Any]] = _doc(
+        "the host's GPU health as the plan took it (gpuhealth.record): policy, failed GPUs with evidence, the "
+        "ones left out (exclude), degraded GPUs; left out of the dict when all are healthy or health was not "
+        "read. Not hashed", default=None)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(
         "the host's accelerator setup (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
         "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "
@@ -145,7 +149,8 @@ class HostPlan:
         return {"processes": [p.to_dict(with_drain=False) for p in self.processes], "files": self.files}
 
     def to_dict(self) -> Dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "processes" and not (k == "gpus_idle" and v is None)}
+        out = {k: v for k, v in self.__dict__.items()
+               if k != "processes" and not (k in ("gpus_idle", "gpu_health") and v is None)}
         out["processes"] = [p.to_dict() for p in self.processes]
         return dict(out)
 

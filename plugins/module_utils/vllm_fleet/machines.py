@@ -119,7 +119,9 @@ def mark_idle_gpus(plans: Dict[str, Dict[str, Any]], machines: Mapping[str, str]
             else:
                 unknown.add(machine)
     for machine, names in members.items():
-        idle = [g for g in range(count_of[names[0]]) if g not in used[machine]]
+        # a failed GPU (the plans' gpu_health) is no GPU another deployment can use
+        failed = {int(g) for name in names for g in ((plans[name].get("gpu_health") or {}).get("failed") or {})}
+        idle = [g for g in range(count_of[names[0]]) if g not in used[machine] and g not in failed]
         if idle and machine not in unknown:
             for name in names:
                 plans[name]["gpus_idle"] = idle

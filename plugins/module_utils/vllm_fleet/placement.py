@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import select
+from . import gpuhealth, select
 from .loader import Catalog
 from .render import PD_ROLES, Process, as_list, as_map, resolve
 from .topology import cpu_sets, gpu_groups, ranges as gpu_ranges
@@ -187,7 +187,8 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     host = slot.host
     want = host.settings.get("replicas_per_host")
     want = "auto" if want is None else want
-    if want == 1:
+    sick = gpuhealth.excluded(host)   # vllm_fleet_gpu_health: exclude
+    if want == 1 and not sick:
         return [slot]
     where = f"{host.name}: vllm_fleet_replicas_per_host"
     argv = customize(list(slot.proc.argv), dep.settings, slot.proc.role, host.settings.get("listen"))
@@ -196,6 +197,11 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
     if brand in ("nvidia", "amd") and have:
         given = host.settings.get("gpus")
         pool = [int(g) for g in given or range(have)]
+        for gpu in (g for g in pool if g in sick and given is not None):
+            dep.problems.append(f"{host.name}: vllm_fleet_gpus: GPU {gpu} failed its health check "
+                                f"({gpuhealth.said(sick[gpu])}); vllm_fleet_gpu_health: exclude leaves failed GPUs "
+                                f"out, but this fixed set names it: choose healthy GPUs")
+        pool = [g for g in pool if g not in sick]
         if not host.fit_layout and given is None:
             # status / teardown: the inventory's layout, whatever GPUs the host reports today:
             # a fixed count's GPUs; auto: the profile's GPUs, as deploy required them (unless
@@ -206,13 +212,19 @@ def _replicas(dep: Deployment, slot: Slot) -> List[Slot]:
         if host.fit_layout and [g for g in pool if g >= have]:
             return [slot]   # _gpu_set names the GPUs that do not exist
         count = len(pool) // need if want == "auto" else int(want)
-        if count * need > len(pool):
+        if count * need > len(pool) or (sick and count == 0):
             has = (f"vllm_fleet_gpus gives {len(pool)} ({gpu_ranges(pool)})" if host.settings.get("gpus") is not None
                    else f"the host has {have}")
-            dep.problems.append(f"{where}: {count} replicas x {need} GPU(s) each (tensor x pipeline x data parallel "
-                                f"of the command) need {count * need} GPUs, but {has}; lower it or use auto")
+            if sick:
+                has += f" of which GPU {gpu_ranges(sorted(sick))} failed its health check (left out: exclude)"
+            dep.problems.append(f"{where}: {max(count, 1)} replicas x {need} GPU(s) each (tensor x pipeline x data "
+                                f"parallel of the command) need {max(count, 1) * need} GPUs, but {has}; lower it or "
+                                f"use auto")
             return [slot]
         if count <= 1:
+            # one server: with failed GPUs left out, it gets its healthy set under its own name
+            if sick and count == 1:
+                return [replace(slot, gpus=gpu_groups(pool, need, 1, host.gpu.get("topology"))[0])]
             return [slot]
         sets: List[Dict[str, Any]] = [{"gpus": g} for g in gpu_groups(pool, need, count, host.gpu.get("topology"))]
     elif brand == "cpu" and host.gpu.get("cpus"):

@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, schema, secret_table, select
+from . import accelerator, gpuhealth, schema, secret_table, select
 from .contract import NAME_RE, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -397,6 +397,8 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)
+            gpuhealth.check(engine.host, processes, entry.node_count, dep.problems)
+            entry.gpu_health = gpuhealth.record(engine.host, processes, entry.node_count)
     drain_targets(out)
     _check_reachable(dep, out)
     return {name: entry.to_dict() for name, entry in out.items()}

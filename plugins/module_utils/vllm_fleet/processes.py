@@ -117,8 +117,9 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     argv = customize(argv, settings, proc.role, host.settings.get("listen"))
     docker = proc.docker or {}
     gpus = _gpu_set(dep, host, env)
-    if slot.replica is not None:   # a replica: its share of the host's GPUs or cores, its own port
-        gpus = list(slot.gpus) if slot.gpus is not None else gpus
+    if slot.gpus is not None:   # a replica's share of the host's GPUs, or a server's healthy ones
+        gpus = list(slot.gpus)
+    if slot.replica is not None:   # a replica: its own port
         argv = argv[:3] + dedupe(argv[3:] + ["--port", str(slot.port)], key=flag_name)
     if slot.cpus is not None:
         # vLLM's CPU backend pins its OpenMP threads (and their memory) to these cores, one

@@ -142,3 +142,25 @@ def test_summary_names_the_gpus_no_server_uses(tmp_path):
         "  idle GPUs: g3: GPU 3 of 8 runs no server of this run; another deployment can use it (vllm_fleet_gpus)",
         "seed (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on g4; serves minilm on port 8000",
     ], msg
+
+
+def test_summary_says_which_gpus_failed_their_health_check_and_what_the_plan_did(tmp_path):
+    def sick(dep, health):
+        return {"vllm_fleet_plan": {**plan(dep, "docker"), "gpu_health": health}, "vllm_fleet_current": True}
+    ecc = ["uncorrectable ECC errors: 2 volatile (dram)"]
+    hosts = {
+        "x1": sick("ex", {"policy": "exclude", "failed": {"3": ecc}, "excluded": [3], "excluded_ranges": "3",
+                          "degraded": {"5": ["clocks slowed down: hw_thermal_slowdown active"]}}),
+        "w1": sick("wa", {"policy": "warn", "failed": {"0": ["XID 79 in the kernel log: GPU has fallen off the bus"]},
+                          "excluded": [], "excluded_ranges": "", "degraded": {}}),
+    }
+    msg, _ = run_summary(tmp_path, hosts=hosts)
+    assert msg[1:] == [
+        "ex (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on x1; serves minilm on port 8000",
+        "  GPU health: x1: GPU 3 failed (uncorrectable ECC errors: 2 volatile (dram)): left out of the plan "
+        "(vllm_fleet_gpu_health: exclude)",
+        "  GPU health: x1: GPU 5 degraded (clocks slowed down: hw_thermal_slowdown active)",
+        "wa (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on w1; serves minilm on port 8000",
+        "  GPU health: w1: GPU 0 failed (XID 79 in the kernel log: GPU has fallen off the bus): placed as if healthy "
+        "(vllm_fleet_gpu_health: warn)",
+    ], msg

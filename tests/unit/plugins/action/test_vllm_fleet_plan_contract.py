@@ -141,6 +141,8 @@ CONTRACT: List[Case] = [
     Case("recipe-no-org", {"vllm_fleet_recipe": "ERNIE-4.5-VL-28B-A3B-PT"}, "vllm_fleet_recipe", base=False),
     Case("recipe-traversal", {"vllm_fleet_recipe": "../../etc/passwd"}, "vllm_fleet_recipe", base=False),
     Case("runtime-podman", {"vllm_fleet_runtime": "podman"}, "vllm_fleet_runtime"),
+    Case("gpu-health-skip", {"vllm_fleet_gpu_health": "skip"}, "vllm_fleet_gpu_health", also="refuse"),
+    Case("gpu-health-bool", {"vllm_fleet_gpu_health": False}, "vllm_fleet_gpu_health"),
     Case("served-name-space", {"vllm_fleet_served_model_name": "ernie vl"}, "vllm_fleet_served_model_name"),
     Case("model-path-relative", {"vllm_fleet_model_path": "models/ernie"}, "vllm_fleet_model_path"),
     Case("model-path-dotdot", {"vllm_fleet_model_path": "/opt/models/../../etc"}, "vllm_fleet_model_path"),

@@ -32,7 +32,17 @@ FAKES = ROOT / "tests" / "fakes" / "bin"
 TAXONOMY = ROOT / "recipes" / "taxonomy.yaml"
 
 
+# the module imports its parsers as Ansible ships them (ansible.module_utils.vllm_fleet_gpu_health);
+# here that name is the repository's file (tests/unit/conftest.py puts plugins/module_utils on the path)
+MODULE_UTILS = ROOT / "plugins" / "module_utils"
+RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); import vllm_fleet_gpu_health as h; "
+              "sys.modules['ansible.module_utils.vllm_fleet_gpu_health'] = h; sys.argv = sys.argv[2:]; "
+              "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
 def _load_module():
+    import vllm_fleet_gpu_health
+    sys.modules.setdefault("ansible.module_utils.vllm_fleet_gpu_health", vllm_fleet_gpu_health)
     spec = importlib.util.spec_from_file_location("vllm_fleet_gpu_facts", MODULE_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -943,6 +953,11 @@ E2E = {
     "none": (["fakes"], "none", {"amd_smi_path": "/nonexistent/amd-smi"}),
     "unknown-gpu": (["a100"], "", {}),
     "explicit-hardware": (["fakes"], "h200x8", {"hardware": "h100"}),
+    # GPU health: the fakes' sickness knobs (tests/fakes/README.md)
+    "h200x8-healthy": (["fakes"], "", {"health": True}, "h200x8\n"),
+    "h200x8-sick": (["fakes"], "", {"health": True},
+                    "h200x8 sick=3:ecc_uncorrectable,4:thermal,6:remap_pending xid=5:79\n"),
+    "mi300x8-sick": (["fakes"], "", {"health": True}, "mi300x8 sick=1:ras_uncorrectable,2:xgmi_down\n"),
 }
 
 
@@ -965,7 +980,8 @@ def e2e(tmp_path_factory):
         env = {"PATH": os.pathsep.join([str(dirs[b]) for b in bins] + [str(python_bin)]),
                "FAKE_GPU_PROFILE": profile, "FAKE_GPU_PROFILE_FILE": str(tmp / f"{name}.profile"),
                "HOME": str(tmp), "LANG": "C.UTF-8"}
-        procs[name] = subprocess.Popen([sys.executable, str(MODULE_PATH), str(args_file)], env=env,
+        procs[name] = subprocess.Popen([sys.executable, "-c", RUN_MODULE, str(MODULE_UTILS), str(MODULE_PATH),
+                                        str(args_file)], env=env,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     results = {}
     for name, proc in procs.items():
@@ -1020,6 +1036,38 @@ def test_e2e_mi300x8(e2e):
     assert facts["memory_mib"] == [196592] * 8 and facts["cuda_version"] is None
     assert facts["bus_ids"][:2] == ["0000:05:00.0", "0000:26:00.0"] and len(facts["bus_ids"]) == 8
     assert facts["probe_notes"][0].startswith("nvidia-smi (") and "(rc=9)" in facts["probe_notes"][0]
+
+
+def _states(e2e, name):
+    health = e2e[name]["ansible_facts"]["vllm_fleet_gpu"]["health"]
+    return health, {g["index"]: (g["state"], " / ".join(g["evidence"])) for g in health["gpus"]}
+
+
+def test_e2e_health_of_healthy_gpus(e2e):
+    health, states = _states(e2e, "h200x8-healthy")
+    assert health["read"] == ["nvidia-smi -q -x", "dmesg"] and health["notes"] == []
+    assert states == {i: ("healthy", "") for i in range(8)}
+    modes = e2e["h200x8-healthy"]["ansible_facts"]["vllm_fleet_gpu"]["modes"]
+    assert [m["index"] for m in modes] == list(range(8)) and modes[0]["persistence_mode"] == "Enabled"
+    # without health=true nothing of it is read
+    assert "health" not in e2e["h200x8"]["ansible_facts"]["vllm_fleet_gpu"]
+
+
+def test_e2e_health_names_each_sick_gpu_and_its_evidence(e2e):
+    _, states = _states(e2e, "h200x8-sick")
+    assert states[3][0] == "failed" and "uncorrectable" in states[3][1]
+    assert states[5][0] == "failed" and "XID 79" in states[5][1]
+    assert states[6][0] == "failed" and "pending" in states[6][1]
+    assert states[4][0] == "degraded" and "slowdown" in states[4][1]
+    assert {i for i, (state, _) in states.items() if state == "healthy"} == {0, 1, 2, 7}
+
+
+def test_e2e_health_of_amd_gpus(e2e):
+    health, states = _states(e2e, "mi300x8-sick")
+    assert health["read"] == ["amd-smi metric --ecc --json", "amd-smi xgmi --link-status --json"]
+    assert states[1][0] == "failed" and "uncorrectable" in states[1][1]
+    assert states[2][0] == "failed" and "XGMI" in states[2][1]
+    assert {i for i, (state, _) in states.items() if state == "healthy"} == {0, 3, 4, 5, 6, 7}
 
 
 def test_e2e_cpu_only(e2e):

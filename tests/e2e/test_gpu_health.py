@@ -1,0 +1,90 @@
+"""GPU health end to end (vllm_fleet_gpu_health): fake H200 x8 hosts whose GPU 3 reports
+uncorrectable ECC errors (the nvidia-smi fake's `-q -x`), an XID 79 in the kernel log (the
+dmesg fake) or a remapped-rows failure, and a fake MI300X x8 host whose GPU 1 reports a RAS
+uncorrectable error (the amd-smi fake's `metric --ecc`): the default refuses before any
+container exists; `exclude` deploys the seed's replicas on the healthy GPUs only and says so;
+status shows the failed GPUs. The stand-in image serves in light mode (the GPU is the fake)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import docker_inspect, playbook
+
+pytestmark = pytest.mark.e2e
+
+GROUPS = {
+    "nv_sick": {"hosts": {"ecc-h": "h200x8:sick=3:ecc_uncorrectable", "xid-h": "h200x8:xid=3:79",
+                          "remap-h": "h200x8:sick=3:remap_failure"},
+                "vars": {"vllm_fleet_deployment": "gh-nv"}},
+    "amd_sick": {"hosts": {"ras-h": "mi300x8:sick=1:ras_uncorrectable"},
+                 "vars": {"vllm_fleet_deployment": "gh-amd"}},
+}
+COMMON = {
+    "vllm_fleet_recipe": "baidu/ERNIE-4.5-VL-28B-A3B-PT",
+    "vllm_fleet_runtime": "docker",
+    "vllm_fleet_docker_pull": "never",
+    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"},
+    "vllm_fleet_health_request": "none",
+    "vllm_fleet_health_timeout": 120,
+}
+# what each host's sick GPU shows (the fakes' evidence, as the verdict words it)
+EVIDENCE = {"ecc-h": (3, "uncorrectable ECC errors"), "xid-h": (3, "XID 79 in the kernel log"),
+            "remap-h": (3, "row remapping failed"), "ras-h": (1, "uncorrectable")}
+
+
+def containers(prefix: str):
+    out = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}", "--filter", f"name=^{prefix}"],
+                         capture_output=True, text=True, check=True).stdout
+    return sorted(out.split())
+
+
+@pytest.fixture(scope="module")
+def fleet(make_fleet):
+    made = make_fleet("gpuhealth", GROUPS, COMMON)
+    layer = Path(made.inventory[-1]).with_name("exclude.yml")
+    layer.write_text(json.dumps({"all": {"vars": {"vllm_fleet_gpu_health": "exclude"}}}) + "\n")
+    made.exclude = made.inventory + [str(layer)]
+    yield made
+    playbook("teardown.yml", made.exclude)
+
+
+def test_a_failed_gpu_stops_the_run_before_any_change(fleet):
+    run = playbook("deploy.yml", fleet.inventory)
+    assert run.rc != 0
+    said = " ".join(run.out.split())
+    for host, (gpu, evidence) in EVIDENCE.items():
+        line = f"{host}: vllm_fleet_gpu_health: GPU {gpu} failed its health check ("
+        assert line in said, (host, run.out[-4000:])
+        assert evidence in said.split(line, 1)[1].split(")", 1)[0], (host, evidence)
+    assert "Traceback" not in run.out
+    assert containers("vllm-fleet-gh-") == []
+
+
+def test_exclude_places_the_replicas_on_the_healthy_gpus(fleet):
+    run = playbook("deploy.yml", fleet.exclude, "-l", "ecc-h,ras-h")
+    assert run.rc == 0, run
+    nv = [docker_inspect(f"vllm-fleet-gh-nv-r{i}") for i in range(7)]
+    assert [c["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] for c in nv] == [[str(g)] for g in (0, 1, 2, 4, 5, 6, 7)]
+    assert docker_inspect("vllm-fleet-gh-nv-r7") is None
+    amd = [docker_inspect(f"vllm-fleet-gh-amd-r{i}") for i in range(7)]
+    assert all(c is not None and c["State"]["Running"] for c in nv + amd)
+    said = " ".join(run.out.split())
+    assert ("GPU health: ecc-h: GPU 3 failed (uncorrectable ECC errors" in said
+            and "left out of the plan (vllm_fleet_gpu_health: exclude)" in said), run.out[-3000:]
+    assert "GPU health: ras-h: GPU 1 failed (" in said
+    assert "idle GPUs" not in said   # the failed GPU is not offered to another deployment
+    again = playbook("deploy.yml", fleet.exclude, "-l", "ecc-h,ras-h")
+    assert again.rc == 0 and again.changed("ecc-h") == 0 and again.changed("ras-h") == 0, again
+
+
+def test_status_shows_the_failed_gpus(fleet):
+    run = playbook("status.yml", fleet.exclude, "-l", "ecc-h,ras-h")
+    assert run.rc == 0, run
+    said = " ".join(run.out.split())
+    assert "GPU health: ecc-h: 7 of 8 GPUs healthy; GPU 3 failed (uncorrectable ECC errors" in said, run.out[-3000:]
+    assert "GPU health: ras-h: 7 of 8 GPUs healthy; GPU 1 failed (" in said
