@@ -1,7 +1,7 @@
 """Shared pytest setup for the unit tests.
 
 * puts ``plugins/module_utils`` on ``sys.path`` so ``import vllm_fleet`` works without
-  installing the package;
+  installing the package, and gives the modules' ``ansible.module_utils.*`` imports those files;
 * offers the small recipe tree in ``tests/fixtures/tree`` (upstream layout: trimmed
   taxonomy, the nine strategies, the two kv_store deployments and a few synthetic
   recipes under ``models/test-org``) as a session-scoped ``catalog``;
@@ -30,6 +30,11 @@ FIXTURES = REPO / "tests" / "fixtures"
 TREE = FIXTURES / "tree"
 OVERLAY = FIXTURES / "overlay"
 API_JSON = FIXTURES / "api" / "test-org" / "Api-Model.json"
+
+# the modules import their module_utils as Ansible ships them (ansible.module_utils.<name>): here
+# those names are the repository's files, for tests that load a module file directly
+import vllm_fleet_gpu_health  # noqa: E402
+sys.modules.setdefault("ansible.module_utils.vllm_fleet_gpu_health", vllm_fleet_gpu_health)
 
 from skip_policy import pytest_addoption, pytest_configure  # noqa: E402,F401 - plugin hooks
 from vllm_fleet import loader  # noqa: E402

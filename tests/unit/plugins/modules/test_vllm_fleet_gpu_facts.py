@@ -32,8 +32,9 @@ FAKES = ROOT / "tests" / "fakes" / "bin"
 TAXONOMY = ROOT / "recipes" / "taxonomy.yaml"
 
 
-# the module imports its parsers as Ansible ships them (ansible.module_utils.vllm_fleet_gpu_health);
-# here that name is the repository's file (tests/unit/conftest.py puts plugins/module_utils on the path)
+# the module imports its parsers as Ansible ships them (ansible.module_utils.vllm_fleet_gpu_health):
+# in-process tests/unit/conftest.py maps that name to the repository's file; a module run as a
+# script (the e2e cases below) gets the same mapping from RUN_MODULE
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); import vllm_fleet_gpu_health as h; "
               "sys.modules['ansible.module_utils.vllm_fleet_gpu_health'] = h; sys.argv = sys.argv[2:]; "
@@ -41,8 +42,6 @@ RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); import vllm_f
 
 
 def _load_module():
-    import vllm_fleet_gpu_health
-    sys.modules.setdefault("ansible.module_utils.vllm_fleet_gpu_health", vllm_fleet_gpu_health)
     spec = importlib.util.spec_from_file_location("vllm_fleet_gpu_facts", MODULE_PATH)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
