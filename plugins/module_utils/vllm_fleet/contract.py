@@ -369,7 +369,10 @@ def masked(text: str) -> str:
 def shown(value: Any, limit: int = SHOWN_MAX) -> str:
     """A value as a message quotes it: secret-looking parts masked first (:func:`masked`), then
     cut to ``limit`` characters (with the full length said), then quoted with repr (so a line
-    break shows as \\n). Every message of the contract that quotes a value goes through it."""
+    break shows as \\n). Every message of the contract that quotes a value goes through it.
+    None (YAML's null, an empty ``key:``) is said as such, not quoted like the string 'null'."""
+    if value is None:
+        return "null (no value)"
     if isinstance(value, str):
         text = value
     else:

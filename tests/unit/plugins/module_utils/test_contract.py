@@ -146,3 +146,8 @@ def test_run_options_carry_the_contracts_defaults():
     assert run["state_dir"] == "/srv/state" and run["force"] is True
     assert run_options({}) == {v.name: v.default for v in VARIABLES if v.scope == "run"}
     assert run_options({})["state_dir"] == "/var/lib/vllm-fleet/state" and run_options({})["rollback_to"] == "previous"
+
+
+def test_shown_says_null_apart_from_the_string_null():
+    assert contract.shown(None) == "null (no value)"
+    assert contract.shown("null") == "'null'"
