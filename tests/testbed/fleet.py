@@ -8,7 +8,8 @@ with systemd as PID 1, reachable over SSH as root with a per-fleet key, with:
   ``down`` ever removes);
 * ``/etc/vllm-fleet-fake-gpu`` = the host's FAKE GPU profile (h200x8, mi300x8, ..., or none),
   followed by the host's fake knobs (``topology=pairs``: ``nvidia-smi topo -m`` prints NVLink
-  pairs instead of NVSwitch), and tests/fakes/bin mounted read-only at /usr/local/fakes/bin,
+  pairs instead of NVSwitch; ``sick=3:ecc_uncorrectable,...`` and ``xid=3:79,...``: sick GPUs
+  for the health checks, tests/fakes/README.md), and tests/fakes/bin mounted read-only at /usr/local/fakes/bin,
   first on PATH for login shells, non-interactive ssh commands (sshd ``SetEnv``), sudo and
   ``docker exec``;
 * ROCm profiles: ``--device /dev/kfd --device /dev/dri/renderD128`` ... ``renderD135`` (those
