@@ -42,9 +42,10 @@ it; 63 (remapping event, action IGNORE) is left to the remapped rows it announce
 
 from __future__ import absolute_import, division, print_function
 
-import json
 import re
 import xml.etree.ElementTree as ET
+
+from ansible.module_utils.vllm_fleet_smi import amd_items as _amd_items, clean as _clean, load_json
 
 __metaclass__ = type
 
@@ -76,8 +77,6 @@ DEGRADED_XIDS = {
 RECOVERY_XID = 154  # "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
 SLOWDOWN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
 
-_NA = ("", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]",
-       "requested functionality has been deprecated", "none")
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)(?:\.[0-9a-fA-F])?\):\s*(\d+)")
 _RECOVERY_NONE = re.compile(r"to 0x0+\s*\(None\)", re.IGNORECASE)
 
@@ -85,14 +84,6 @@ _RECOVERY_NONE = re.compile(r"to 0x0+\s*\(None\)", re.IGNORECASE)
 # ----------------------------------------------------------------------------------------------
 # small helpers
 # ----------------------------------------------------------------------------------------------
-
-def _clean(value):
-    """A stripped string, or None for the spellings of 'not available'."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return None if text.lower() in _NA else text
-
 
 def _int(value):
     """An int from 3 / '3' / '3 bank(s)' / {'value': 3}; None when not a count."""
@@ -147,38 +138,6 @@ def _bus_key(bus_id):
         return tuple(int(p, 16) for p in parts)
     except ValueError:
         return None
-
-
-def _load_json(text):
-    """JSON from tool output that may carry warning lines before the document."""
-    if isinstance(text, (dict, list)):
-        return text
-    if not text:
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith(("{", "[")):
-            try:
-                return json.loads("\n".join(lines[i:]))
-            except ValueError:
-                continue
-    return None
-
-
-def _amd_items(doc):
-    """The per-GPU list of an amd-smi JSON document: a bare list (ROCm <= 6.4) or
-    {"gpu_data": [...]} (ROCm >= 7); a single GPU object is accepted too."""
-    if isinstance(doc, dict):
-        if isinstance(doc.get("gpu_data"), list):
-            return [item for item in doc["gpu_data"] if isinstance(item, dict)]
-        return [doc] if "gpu" in doc else []
-    if isinstance(doc, list):
-        return [item for item in doc if isinstance(item, dict)]
-    return []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -320,7 +279,7 @@ def parse_amd_smi_ecc_json(text):
     'uncorrectable', 'deferred', 'blocks': {block: {...}}}]; totals summed from the blocks
     when only ``--ecc-blocks`` was asked."""
     gpus = []
-    for position, item in enumerate(_amd_items(_load_json(text))):
+    for position, item in enumerate(_amd_items(load_json(text))):
         ecc = item.get("ecc") if isinstance(item.get("ecc"), dict) else {}
         raw_blocks = item.get("ecc_blocks") if isinstance(item.get("ecc_blocks"), dict) else {}
         blocks = {}
@@ -377,7 +336,7 @@ def parse_amd_smi_xgmi(text):
     ``U/U`` for several links (ROCm 7.1+); the wrapper around the rows is not documented, so any
     nesting is read. ``SELF`` and ``N/A`` are not counted."""
     gpus = []
-    for position, row in enumerate(_link_rows(_load_json(text))):
+    for position, row in enumerate(_link_rows(load_json(text))):
         words = _link_words(row.get("link_status"))
         index = _int(str(row.get("gpu", "")).upper().replace("GPU", ""))
         gpus.append({"index": position if index is None else index, "bdf": _clean(row.get("bdf")),

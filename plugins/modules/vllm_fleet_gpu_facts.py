@@ -248,10 +248,10 @@ ansible_facts:
 """
 
 import csv
-import json
 import os
 import re
 
+from ansible.module_utils.vllm_fleet_smi import amd_items as _amd_items, clean as _clean, load_json
 from ansible.module_utils.vllm_fleet_gpu_health import (
     bus_index, parse_amd_smi_ecc_json, parse_amd_smi_xgmi, parse_nvidia_query_xml, parse_xid_lines, verdict)
 
@@ -349,27 +349,15 @@ CPU_RULES = (
     (_XEON + r"\s+(?:platinum|gold|silver|bronze)\s+[34568]5\d{2}(?:[a-z]{0,2}\b|\+)", "xeon5"),
 )
 
-_NA = ("", "[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", "unknown error",
-       "[insufficient permissions]", "not found", "none", "null")
-
 
 class HardwareError(Exception):
     """The host's GPUs cannot be mapped to a taxonomy id (message is user-facing)."""
 
 
 # ----------------------------------------------------------------------------------------------
-# small helpers
+# small helpers (the spellings of 'not available', JSON after warnings, amd-smi's GPU lists:
+# module_utils vllm_fleet_smi, shared with the health parsers)
 # ----------------------------------------------------------------------------------------------
-
-def _clean(value):
-    """A string value, or None for the many spellings of 'not available'."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    if text.lower() in _NA:
-        return None
-    return text
-
 
 def _to_mib(value, unit=None):
     """MiB from 81559 / '81559' / '81559 MiB' / {'value': 196592, 'unit': 'MB'} / bytes."""
@@ -417,26 +405,6 @@ def _gfx(value):
         return None
     match = re.search(r"gfx[0-9a-f]+", text.lower())
     return match.group(0) if match else None
-
-
-def load_json(text):
-    """JSON from tool output that may carry warning lines before the document."""
-    if text is None:
-        return None
-    if isinstance(text, (dict, list)):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith(("{", "[")):
-            try:
-                return json.loads("\n".join(lines[i:]))
-            except ValueError:
-                continue
-    return None
 
 
 def _ci_get(mapping, *keys):
@@ -500,21 +468,6 @@ def parse_cuda_version(text):
 def parse_nvidia_driver_version(text):
     match = re.search(r"Driver Version\s*:\s*([0-9][0-9.]*)", text or "")
     return match.group(1) if match else None
-
-
-def _amd_items(doc):
-    """The per-GPU list of an amd-smi JSON document: a bare list (ROCm <= 6.4), or
-    {"gpu_data": [...]} (ROCm >= 7); a single GPU object is accepted too."""
-    if isinstance(doc, dict):
-        for key in ("gpu_data", "gpus"):
-            if isinstance(doc.get(key), list):
-                return doc[key]
-        if "asic" in doc or "gpu" in doc:
-            return [doc]
-        return []
-    if isinstance(doc, list):
-        return [item for item in doc if isinstance(item, dict)]
-    return []
 
 
 def parse_amd_smi_static(text):

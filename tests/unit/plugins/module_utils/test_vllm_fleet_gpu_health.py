@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import vllm_fleet_gpu_health as gh
+import vllm_fleet_smi as smi
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu_health"
@@ -248,7 +249,7 @@ def test_fake_amd_sick_gpu(profile, kind, state, evidence):
 
 
 def test_fake_amd_metric_without_flags_keeps_its_sections():
-    (gpu,) = gh._amd_items(gh._load_json(fake("amd-smi", "mi300x8", ["metric", "-g", "0", "--json"])))
+    (gpu,) = smi.amd_items(smi.load_json(fake("amd-smi", "mi300x8", ["metric", "-g", "0", "--json"])))
     assert {"usage", "power", "temperature", "mem_usage", "ecc", "ecc_blocks"} <= set(gpu)
-    (gpu,) = gh._amd_items(gh._load_json(fake("amd-smi", "mi300x8", ["metric", "-m", "-g", "0", "--json"])))
+    (gpu,) = smi.amd_items(smi.load_json(fake("amd-smi", "mi300x8", ["metric", "-m", "-g", "0", "--json"])))
     assert set(gpu) == {"gpu", "mem_usage"}

@@ -36,9 +36,10 @@ TAXONOMY = ROOT / "recipes" / "taxonomy.yaml"
 # in-process tests/unit/conftest.py maps that name to the repository's file; a module run as a
 # script (the e2e cases below) gets the same mapping from RUN_MODULE
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
-RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); import vllm_fleet_gpu_health as h; "
-              "sys.modules['ansible.module_utils.vllm_fleet_gpu_health'] = h; sys.argv = sys.argv[2:]; "
-              "runpy.run_path(sys.argv[0], run_name='__main__')")
+RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1])\n"
+              "for name in ('vllm_fleet_smi', 'vllm_fleet_gpu_health'):\n"
+              "    sys.modules['ansible.module_utils.' + name] = __import__(name)\n"
+              "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
 
 def _load_module():
