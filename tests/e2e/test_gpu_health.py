@@ -73,6 +73,9 @@ def test_exclude_places_the_replicas_on_the_healthy_gpus(fleet):
     assert docker_inspect("vllm-fleet-gh-nv-r7") is None
     amd = [docker_inspect(f"vllm-fleet-gh-amd-r{i}") for i in range(7)]
     assert all(c is not None and c["State"]["Running"] for c in nv + amd)
+    # the MI300X replicas: one render node each, none of them GPU 1's (renderD129)
+    assert [sorted(d["PathOnHost"] for d in c["HostConfig"]["Devices"]) for c in amd] == \
+        [["/dev/dri/renderD%d" % (128 + g), "/dev/kfd"] for g in (0, 2, 3, 4, 5, 6, 7)]
     said = " ".join(run.out.split())
     assert ("GPU health: ecc-h: GPU 3 failed (uncorrectable ECC errors" in said
             and "left out of the plan (vllm_fleet_gpu_health: exclude)" in said), run.out[-3000:]
