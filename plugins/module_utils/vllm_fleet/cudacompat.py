@@ -138,3 +138,35 @@ def check(plan_vllm_version: Any, image: Optional[str], driver_version: Any,
             f"{' (' + image + ')' if image else ''} is built for CUDA {cuda}, which needs driver >= {need}"
             f"{' (at least ' + floor + ', CUDA ' + str(need_major) + ' minor version compatibility)' if floor and floor != need else ''}"
             f": upgrade the driver or pin an older vllm_fleet_vllm_version")
+
+
+# vLLM release -> the oldest host ROCm it supports (AMD). Sources: docs.vllm.ai v0.4.0.post1 and
+# v0.5.1 "Installation with ROCm" ("ROCm 5.7 and 6.0"); the current docs
+# (vllm-project/vllm docs/getting_started/installation/gpu.rocm.inc.md: "vLLM supports AMD GPUs with
+# ROCm 6.3 or above", prebuilt rocm700 wheels for 0.14.0 to 0.18.0). Unsure: the release that raised
+# the floor to 6.3 is not sourced; it is placed at 0.14.0 (the first release of that wheel table),
+# the late side, so that no release is held to a floor it may not have had.
+VLLM_ROCM: Tuple[Tuple[Tuple[int, int, int], str], ...] = (
+    ((0, 2, 4), "5.7"),
+    ((0, 14, 0), "6.3"),
+)
+
+
+def rocm_check(plan_vllm_version: Any, image: Optional[str], rocm_version: Any) -> Optional[str]:
+    """Why the host's ROCm is older than the vLLM release supports, or None (also when the release
+    or the host's ROCm version is unknown: nothing is judged then)."""
+    tag = image.rsplit(":", 1)[1] if image and ":" in image.rsplit("/", 1)[-1] else ""
+    version = _tuple(plan_vllm_version) or _tuple(tag)
+    have = _tuple(rocm_version)
+    if not version or not have:
+        return None
+    version = (version + (0, 0, 0))[:3]
+    need = None
+    for first, rocm in VLLM_ROCM:
+        if version >= first:
+            need = rocm
+    if need is None or have >= _tuple(need):
+        return None
+    build = f"vLLM {plan_vllm_version}" if plan_vllm_version else "the vLLM build"
+    return (f"the host has ROCm {rocm_version}; {build}{' (' + image + ')' if image else ''} supports ROCm "
+            f">= {need}: upgrade ROCm or pin an older vllm_fleet_vllm_version")

@@ -121,3 +121,29 @@ def test_plan_judges_a_uv_pin(cat):
     with pytest.raises(PlanError, match=r"a: vllm_fleet_vllm_version: driver 570.133.20 supports CUDA 12.8; "
                                         r"vLLM 0.22.0 is built for CUDA 13.0"):
         plan(cat, [host("a", runtime="uv", vllm_version="0.22.0")])
+
+
+@pytest.mark.parametrize("version,image,rocm,refused", [
+    ("0.14.0", None, "6.2.4", True),
+    ("0.14.0", None, "6.3.0", False),      # boundary
+    ("0.18.0", "vllm/vllm-openai-rocm:v0.18.0", "6.4.0", False),   # the fake mi300x8
+    ("0.13.0", None, "6.0.0", False),      # below the 6.3 row: the 5.7 floor
+    ("0.13.0", None, "5.6.1", True),
+    (None, "vllm/vllm-openai-rocm:latest", "5.0", False),   # unknown release
+    ("0.18.0", None, None, False),          # ROCm not read
+])
+def test_rocm_check(version, image, rocm, refused):
+    why = cudacompat.rocm_check(version, image, rocm)
+    assert (why is not None) == refused, why
+    if refused:
+        assert why.startswith(f"the host has ROCm {rocm}; ") and "upgrade ROCm or pin an older" in why
+
+
+def test_plan_refuses_a_rocm_host_older_than_the_release(cat):
+    h = HostInput(name="m", settings={"recipe": SEED, "hardware": "mi300x", "image_tag": "v0.18.0"}, address=None,
+                  iface="eth0", gpu={"hardware": "mi300x", "brand": "amd", "count": 8, "rocm_version": "6.2.1"})
+    with pytest.raises(PlanError, match=r"m: vllm_fleet_vllm_version: the host has ROCm 6.2.1; vLLM 0.18.0 "
+                                        r"\(vllm/vllm-openai-rocm:v0.18.0\) supports ROCm >= 6.3"):
+        plan(cat, [h])
+    h.gpu["rocm_version"] = "6.4.0"
+    assert plan(cat, [h])["m"]["accelerator"] == "rocm"
