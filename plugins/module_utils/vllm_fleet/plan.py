@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, gpuhealth, schema, secret_table, select
+from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select
 from .contract import NAME_RE, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -397,11 +397,33 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)
+            _check_driver(entry, engine.host, processes, dep.problems)
             gpuhealth.check(engine.host, processes, entry.node_count, dep.problems)
             entry.gpu_health = gpuhealth.record(engine.host, processes, entry.node_count)
     drain_targets(out)
     _check_reachable(dep, out)
     return {name: entry.to_dict() for name, entry in out.items()}
+
+
+def _check_driver(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProcess],
+                  problems: List[str]) -> None:
+    """A CUDA engine host's NVIDIA driver against the CUDA of the vLLM build it would run, a ROCm
+    one's ROCm version against the release's floor (cudacompat.py). Only for deploy and rollback
+    (``fit_layout``) and where the GPU facts give the version; a build whose release is unknown
+    (``latest``, no pin) is not judged."""
+    if not host.fit_layout:
+        return
+    engine = next((p for p in processes if p.kind in ("vllm", "omni")), None)
+    if engine is None:
+        return
+    image = engine.image if engine.runtime == "docker" else None
+    version = engine.version or entry.vllm_version
+    if entry.accelerator == "cuda":
+        why = cudacompat.check(version, image, host.gpu.get("driver_version"), host.gpu.get("cuda_version"))
+    else:
+        why = cudacompat.rocm_check(version, image, host.gpu.get("rocm_version"))
+    if why:
+        problems.append(f"{host.name}: vllm_fleet_vllm_version: {why}")
 
 
 # GPU facts give memory in GiB (2**30 bytes, as nvidia-smi / amd-smi count it); recipes give
