@@ -68,9 +68,10 @@ def test_a_failed_gpu_stops_the_run_before_any_change(fleet):
 def test_exclude_places_the_replicas_on_the_healthy_gpus(fleet):
     run = playbook("deploy.yml", fleet.exclude, "-l", "ecc-h,ras-h")
     assert run.rc == 0, run
-    nv = [docker_inspect(f"vllm-fleet-gh-nv-r{i}") for i in range(7)]
+    # ecc-h is instance i0 of gh-nv (xid-h and remap-h, outside the limit, are i1 and i2)
+    nv = [docker_inspect(f"vllm-fleet-gh-nv-i0-r{i}") for i in range(7)]
     assert [c["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] for c in nv] == [[str(g)] for g in (0, 1, 2, 4, 5, 6, 7)]
-    assert docker_inspect("vllm-fleet-gh-nv-r7") is None
+    assert docker_inspect("vllm-fleet-gh-nv-i0-r7") is None
     amd = [docker_inspect(f"vllm-fleet-gh-amd-r{i}") for i in range(7)]
     assert all(c is not None and c["State"]["Running"] for c in nv + amd)
     # the MI300X replicas: one render node each, none of them GPU 1's (renderD129)
