@@ -26,11 +26,15 @@ from tests.unit.plugins.action.test_vllm_fleet_plan_contract import (
 
 pytestmark = pytest.mark.skipif(ANSIBLE_PLAYBOOK is None, reason="ansible-playbook not found")
 
-# the harness's playbook, with the GPU count of the fake nvidia-smi per host (case_gpu_count)
-# and the plan's fit checks from -e fit_checks (deploy: true; status / teardown: false)
+# the harness's playbook, with the GPU count of the fake nvidia-smi per host (case_gpu_count), its
+# driver (case_driver / case_cuda: the fake's own by default; a uv host of vLLM 0.32.0, a CUDA 13
+# build, needs an R580 driver, which the planner checks) and the plan's fit checks from -e
+# fit_checks (deploy: true; status / teardown: false)
 PLAYBOOK = harness.PLAYBOOK.replace(
     "      when: case_gpu | default(false)\n",
     "      environment:\n        FAKE_GPU_COUNT: \"{{ case_gpu_count | default(8) }}\"\n"
+    "        FAKE_NVIDIA_DRIVER: \"{{ case_driver | default('570.133.20') }}\"\n"
+    "        FAKE_CUDA_VERSION: \"{{ case_cuda | default('12.8') }}\"\n"
     "      when: case_gpu | default(false)\n").replace(
     "        all_hosts: true\n",
     "        all_hosts: true\n        fit_checks: \"{{ fit_checks | default(true) }}\"\n")
@@ -48,7 +52,7 @@ def _dep(name: str, machine: str, port: int, gpus: str, **more: Any) -> Dict[str
             "vllm_fleet_gpus": gpus, "vllm_fleet_replicas_per_host": 1, **more}
 
 
-_UV = {"vllm_fleet_runtime": "uv", "vllm_fleet_vllm_version": "0.32.0"}
+_UV = {"vllm_fleet_runtime": "uv", "vllm_fleet_vllm_version": "0.32.0", "case_driver": "580.95.05", "case_cuda": "13.0"}
 
 # (id, [(host, vars)], the host the message names, the colliding name it must give)
 NAMES: List[Tuple[str, List[Tuple[str, Dict[str, Any]]], str, str]] = [
