@@ -66,29 +66,35 @@ def test_a_failed_gpu_stops_the_run_before_any_change(fleet):
 
 
 def test_exclude_places_the_replicas_on_the_healthy_gpus(fleet):
-    run = playbook("deploy.yml", fleet.exclude, "-l", "ecc-h,ras-h")
+    run = playbook("deploy.yml", fleet.exclude)
     assert run.rc == 0, run
-    # ecc-h is instance i0 of gh-nv (xid-h and remap-h, outside the limit, are i1 and i2)
-    nv = [docker_inspect(f"vllm-fleet-gh-nv-i0-r{i}") for i in range(7)]
-    assert [c["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] for c in nv] == [[str(g)] for g in (0, 1, 2, 4, 5, 6, 7)]
-    assert docker_inspect("vllm-fleet-gh-nv-i0-r7") is None
+    said = " ".join(run.out.split())
+    # gh-nv's instances i0, i1, i2 are ecc-h, xid-h, remap-h: 7 replicas each, on every GPU but 3
+    for index, host in enumerate(("ecc-h", "xid-h", "remap-h")):
+        nv = [docker_inspect(f"vllm-fleet-gh-nv-i{index}-r{i}") for i in range(7)]
+        assert all(c is not None and c["State"]["Running"] for c in nv), host
+        assert [c["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] for c in nv] == \
+            [[str(g)] for g in (0, 1, 2, 4, 5, 6, 7)], host
+        assert docker_inspect(f"vllm-fleet-gh-nv-i{index}-r7") is None
+        gpu, evidence = EVIDENCE[host]
+        line = f"GPU health: {host}: GPU {gpu} failed ({evidence}"
+        assert line in said and "left out of the plan (vllm_fleet_gpu_health: exclude)" in said.split(line, 1)[1][:200], \
+            (host, run.out[-3000:])
     amd = [docker_inspect(f"vllm-fleet-gh-amd-r{i}") for i in range(7)]
-    assert all(c is not None and c["State"]["Running"] for c in nv + amd)
+    assert all(c is not None and c["State"]["Running"] for c in amd)
     # the MI300X replicas: one render node each, none of them GPU 1's (renderD129)
     assert [sorted(d["PathOnHost"] for d in c["HostConfig"]["Devices"]) for c in amd] == \
         [["/dev/dri/renderD%d" % (128 + g), "/dev/kfd"] for g in (0, 2, 3, 4, 5, 6, 7)]
-    said = " ".join(run.out.split())
-    assert ("GPU health: ecc-h: GPU 3 failed (uncorrectable ECC errors" in said
-            and "left out of the plan (vllm_fleet_gpu_health: exclude)" in said), run.out[-3000:]
-    assert "GPU health: ras-h: GPU 1 failed (" in said
-    assert "idle GPUs" not in said   # the failed GPU is not offered to another deployment
-    again = playbook("deploy.yml", fleet.exclude, "-l", "ecc-h,ras-h")
-    assert again.rc == 0 and again.changed("ecc-h") == 0 and again.changed("ras-h") == 0, again
+    assert "GPU health: ras-h: GPU 1 failed (uncorrectable ECC errors" in said
+    assert "idle GPUs" not in said   # a failed GPU is not offered to another deployment
+    again = playbook("deploy.yml", fleet.exclude)
+    assert again.rc == 0 and all(again.changed(h) == 0 for h in EVIDENCE), again
 
 
 def test_status_shows_the_failed_gpus(fleet):
-    run = playbook("status.yml", fleet.exclude, "-l", "ecc-h,ras-h")
+    run = playbook("status.yml", fleet.exclude)
     assert run.rc == 0, run
     said = " ".join(run.out.split())
-    assert "GPU health: ecc-h: 7 of 8 GPUs healthy; GPU 3 failed (uncorrectable ECC errors" in said, run.out[-3000:]
-    assert "GPU health: ras-h: 7 of 8 GPUs healthy; GPU 1 failed (" in said
+    for host, (gpu, evidence) in EVIDENCE.items():
+        line = f"GPU health: {host}: 7 of 8 GPUs healthy; GPU {gpu} failed ({evidence}"
+        assert line in said, (host, run.out[-3000:])
