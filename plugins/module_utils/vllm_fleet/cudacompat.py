@@ -79,24 +79,33 @@ def _tuple(text: Any) -> Optional[Tuple[int, ...]]:
     return tuple(int(p) for p in match.group(1).split(".")) if match else None
 
 
+def _tag(image: Optional[str]) -> str:
+    """The tag of an image reference ('' without one)."""
+    return image.rsplit(":", 1)[1] if image and ":" in image.rsplit("/", 1)[-1] else ""
+
+
+def _since(table: Tuple[Tuple[Tuple[int, int, int], str], ...], version: Tuple[int, ...]) -> Optional[str]:
+    """The value of the table's last row whose first release is ``version`` or older (None: older
+    than the table)."""
+    version = (version + (0, 0, 0))[:3]
+    found = None
+    for first, value in table:
+        if version >= first:
+            found = value
+    return found
+
+
 def build_cuda(vllm_version: Any, image: Optional[str] = None) -> Optional[str]:
     """The CUDA version of the build: an explicit ``cuNNN`` in the image tag or the version
     (``v0.20.0-cu129``, ``0.20.0+cu129``), else the table's row for the release; None when the
     release is unknown (no version, ``latest``, a version older than the table)."""
-    tag = image.rsplit(":", 1)[1] if image and ":" in image.rsplit("/", 1)[-1] else ""
+    tag = _tag(image)
     for text in (tag, str(vllm_version or "")):
         match = _CU_TAG.search(text)
         if match:
             return f"{int(match.group(1))}.{match.group(2)}"
     version = _tuple(vllm_version) or _tuple(tag)
-    if not version:
-        return None
-    version = (version + (0, 0, 0))[:3]
-    found = None
-    for first, cuda in VLLM_CUDA:
-        if version >= first:
-            found = cuda
-    return found
+    return _since(VLLM_CUDA, version) if version else None
 
 
 def min_driver(cuda: str) -> Optional[str]:
@@ -155,16 +164,11 @@ VLLM_ROCM: Tuple[Tuple[Tuple[int, int, int], str], ...] = (
 def rocm_check(plan_vllm_version: Any, image: Optional[str], rocm_version: Any) -> Optional[str]:
     """Why the host's ROCm is older than the vLLM release supports, or None (also when the release
     or the host's ROCm version is unknown: nothing is judged then)."""
-    tag = image.rsplit(":", 1)[1] if image and ":" in image.rsplit("/", 1)[-1] else ""
-    version = _tuple(plan_vllm_version) or _tuple(tag)
+    version = _tuple(plan_vllm_version) or _tuple(_tag(image))
     have = _tuple(rocm_version)
     if not version or not have:
         return None
-    version = (version + (0, 0, 0))[:3]
-    need = None
-    for first, rocm in VLLM_ROCM:
-        if version >= first:
-            need = rocm
+    need = _since(VLLM_ROCM, version)
     if need is None or have >= _tuple(need):
         return None
     build = f"vLLM {plan_vllm_version}" if plan_vllm_version else "the vLLM build"
