@@ -87,9 +87,14 @@ def check(host: HostInput, processes: Sequence[PlannedProcess], node_count: int,
 
 def record(host: HostInput, processes: Sequence[PlannedProcess], node_count: int) -> Optional[Dict[str, Any]]:
     """The plan's note of the host's GPU health (the run summary and status show it): policy,
-    failed GPUs with evidence, which of them the plan leaves out, degraded GPUs; None when all
-    are healthy or health was not read."""
+    failed GPUs with evidence, which of them the plan leaves out, degraded GPUs, or ``unread``
+    (why) when the facts could read no source; None when all are healthy or health was off."""
     bad, weak = failed(host), _states(host, "degraded")
+    health = host.gpu.get("health")
+    if policy(host) != "off" and isinstance(health, dict) and not health.get("read"):
+        # the facts tried and no source answered: nothing was judged, and the summary says so
+        return {"policy": policy(host), "failed": {}, "excluded": [], "excluded_ranges": "", "degraded": {},
+                "unread": "; ".join(str(n) for n in health.get("notes") or []) or "no source answered"}
     if not bad and not weak:
         return None
     count = int(host.gpu.get("count") or 0)

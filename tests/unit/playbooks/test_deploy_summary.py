@@ -153,6 +153,8 @@ def test_summary_says_which_gpus_failed_their_health_check_and_what_the_plan_did
                           "degraded": {"5": ["clocks slowed down: hw_thermal_slowdown active"]}}),
         "w1": sick("wa", {"policy": "warn", "failed": {"0": ["XID 79 in the kernel log: GPU has fallen off the bus"]},
                           "excluded": [], "excluded_ranges": "", "degraded": {}}),
+        "u1": sick("un", {"policy": "refuse", "failed": {}, "excluded": [], "excluded_ranges": "", "degraded": {},
+                          "unread": "dmesg: rc=1"}),
     }
     msg, _ = run_summary(tmp_path, hosts=hosts)
     assert msg[1:] == [
@@ -160,6 +162,8 @@ def test_summary_says_which_gpus_failed_their_health_check_and_what_the_plan_did
         "  GPU health: x1: GPU 3 failed (uncorrectable ECC errors: 2 volatile (dram)): left out of the plan "
         "(vllm_fleet_gpu_health: exclude)",
         "  GPU health: x1: GPU 5 degraded (clocks slowed down: hw_thermal_slowdown active)",
+        "un (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on u1; serves minilm on port 8000",
+        "  GPU health: u1: not read (dmesg: rc=1): failed GPUs could not be found or left out",
         "wa (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): unchanged on w1; serves minilm on port 8000",
         "  GPU health: w1: GPU 0 failed (XID 79 in the kernel log: GPU has fallen off the bus): placed as if healthy "
         "(vllm_fleet_gpu_health: warn)",

@@ -130,3 +130,13 @@ def test_healthy_hosts_plan_as_before(cat):
     no_facts = plan(cat, [HostInput(name="h", settings={"recipe": SEED, "hardware": "h200"}, address="10.0.0.1",
                                     iface="eth0", gpu={"brand": "nvidia", "hardware": "h200", "count": 8})])["h"]
     assert "gpu_health" not in sick_free and sick_free["hash"] == no_facts["hash"]
+
+
+def test_health_that_could_not_be_read_is_said_not_passed_over(cat):
+    host = seed()
+    host.gpu["health"] = {"gpus": [], "read": [], "notes": ["nvidia-smi -q -x: rc=9 no GPU in the XML", "dmesg: rc=1"]}
+    out = plan(cat, [host])["h"]
+    assert len(out["processes"]) == 8
+    assert out["gpu_health"]["unread"] == "nvidia-smi -q -x: rc=9 no GPU in the XML; dmesg: rc=1"
+    host.settings["gpu_health"] = "off"
+    assert "gpu_health" not in plan(cat, [host])["h"]
