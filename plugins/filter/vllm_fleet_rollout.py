@@ -17,6 +17,7 @@ from collections.abc import Mapping
 try:
     from vllm_fleet.rollout import rollout as _rollout
     from vllm_fleet.rollout import rollout_batches
+    from vllm_fleet.serving import drain_outcome, in_flight
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -177,7 +178,9 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
     it did not come back; a node that left the play is out for the whole run), ``downtime``
     (instance -> seconds out, None = not back), ``downtime_median`` / ``downtime_max`` over
     the instances that came back, and ``restored`` (rolled-back instance -> seconds from the
-    start of its restore (vllm_fleet_restore_at) to back in service). ``alive``: the hosts still in the play (None: all)."""
+    start of its restore (vllm_fleet_restore_at) to back in service), ``drained`` (instance ->
+    its drain: seconds, requests left in flight, graceful; from vllm_fleet_drain_report).
+    ``alive``: the hosts still in the play (None: all)."""
     instances = {}
     for host in hosts:
         facts = hostvars[host] if host in hostvars else {}
@@ -186,7 +189,8 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
             continue   # no engine here (router, services only, or nothing to deploy)
         key = (str(plan["deployment"]), str(plan["unit"]))
         inst = instances.setdefault(key, {"outcomes": [], "out": [], "back": [], "restore": [], "new": False,
-                                          "lost": False})
+                                          "lost": False, "drain": []})
+        inst["drain"] += [r for r in (facts.get("vllm_fleet_drain_report") or {}).values() if isinstance(r, Mapping)]
         in_play = alive is None or host in alive
         inst["outcomes"].append(_instance_outcome(facts, in_play))
         inst["new"] = inst["new"] or bool(facts.get("vllm_fleet_first_deploy"))
@@ -201,7 +205,8 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
     out = {}
     for (deployment, unit), inst in sorted(instances.items()):
         dep = out.setdefault(deployment, {"instances": 0, "outcomes": {}, "new": 0, "serving_before": 0,
-                                          "floor": None, "downtime": {}, "restored": {}, "_intervals": []})
+                                          "floor": None, "downtime": {}, "restored": {}, "drained": {},
+                                          "_intervals": []})
         outcome = min(inst["outcomes"], key=_OUTCOME_ORDER.index)
         dep["instances"] += 1
         dep["outcomes"][outcome] = dep["outcomes"].get(outcome, 0) + 1
@@ -209,6 +214,8 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
             dep["new"] += 1
             continue
         dep["serving_before"] += 1
+        if inst["drain"]:
+            dep["drained"][unit] = _drain_summary(inst["drain"])
         if inst["lost"]:
             dep["_intervals"].append((float("-inf"), float("inf")))
             dep["downtime"][unit] = None
@@ -232,6 +239,17 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
         dep["downtime_max"] = max(back) if back else None
         del dep["_intervals"]
     return out
+
+
+def _drain_summary(reports) -> dict:
+    """One instance's drain (its processes' drain_outcome reports): ``seconds`` (the longest),
+    ``left`` (requests in flight when the wait ended, summed; None when a count was unread),
+    ``graceful`` (every process stops with vLLM's graceful shutdown)."""
+    unread = any(not r.get("read") for r in reports)
+    seconds = [float(r["seconds"]) for r in reports if r.get("seconds") not in (None, "")]
+    return {"seconds": max(seconds) if seconds else None,
+            "left": None if unread else int(sum(float(r.get("left") or 0) for r in reports)),
+            "graceful": all(r.get("graceful") for r in reports)}
 
 
 def switch_steps(engines, previous=None, stale=(), batch=None) -> list:
@@ -287,4 +305,6 @@ class FilterModule:
             "vllm_fleet_switch_steps": switch_steps,
             "vllm_fleet_retired": retired,
             "vllm_fleet_drained": drained,
+            "vllm_fleet_in_flight": in_flight,
+            "vllm_fleet_drain_outcome": drain_outcome,
         }

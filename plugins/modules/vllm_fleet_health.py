@@ -32,6 +32,20 @@ options:
       - Model name /v1/models must list and requests use.
       - "Omitted for services that are not vLLM servers (vllm-router): then C(/health) is the whole gate."
     type: str
+  workers:
+    description:
+      - "For a router (vllm-router): the workers the plan gives it, C(pools) (C(regular), C(prefill),
+        C(decode) -> worker URLs), C(model) (the served name) and C(request) (C(completion) or
+        C(embedding)). After C(/health) the gate then requires C(GET /workers) to list exactly
+        these workers, each in its pool and healthy (waiting for that at most O(membership_timeout)
+        seconds), and sends real requests through the router until every worker's own
+        C(vllm:request_success_total) moved, at most four per worker of the largest pool. The first
+        failed request fails the gate (no retry); so does a worker that never got one."
+    type: dict
+  membership_timeout:
+    description: Seconds a router may take to list exactly its planned workers, all healthy, after C(/health).
+    type: float
+    default: 60
   request:
     description: Kind of real request; C(none) stops after /v1/models.
     type: str
@@ -117,6 +131,10 @@ models:
   type: list
   elements: str
   returned: success
+routed:
+  description: For a router, per worker URL the requests it answered during the gate (its counter's increase).
+  type: dict
+  returned: success, for a router
 response:
   description: Short summary of the real request (tokens, or embedding dimension).
   type: dict
@@ -134,6 +152,7 @@ import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_fleet_process import state as process_state
+from ansible.module_utils.vllm_fleet.serving import finished
 
 
 def http(method, url, api_key=None, body=None, timeout=30.0):
@@ -180,6 +199,94 @@ def masked(value, mask):
     if isinstance(value, (list, tuple)):
         return [masked(v, mask) for v in value]
     return value
+
+
+def served_total(url, api_key=None):
+    """(requests the worker finished, None) from its /metrics, or (None, why not)."""
+    status, text = http("GET", url.rstrip("/") + "/metrics", api_key, timeout=10)
+    if status != 200:
+        return None, f"GET {url}/metrics: {'HTTP %s' % status if status else text}"
+    total = finished(text)
+    if total is None:
+        return None, f"GET {url}/metrics has no vllm:request_success_total"
+    return total, None
+
+
+def listed_workers(text):
+    """{(pool, url)} and the unhealthy URLs from vllm-router's GET /workers."""
+    listed, sick = set(), []
+    for w in json.loads(text).get("workers") or []:
+        listed.add((w.get("worker_type") or "regular", w.get("url")))
+        if w.get("is_healthy") is False:
+            sick.append(w.get("url"))
+    return listed, sick
+
+
+def request_body(kind, model, n):
+    """One small real request of ``kind`` (a different prompt each time: prefix-aware policies
+    must not pin every request to one worker)."""
+    if kind == "embedding":
+        return "/v1/embeddings", {"model": model, "input": f"vllm-fleet router gate {n}"}
+    return "/v1/completions", {"model": model, "prompt": f"vllm-fleet router gate {n}: hello", "max_tokens": 1}
+
+
+def answered(kind, text):
+    """Whether a 200 answer carries a result of ``kind``."""
+    try:
+        data = json.loads(text)
+        return bool(data["data"][0]["embedding"]) if kind == "embedding" else data["choices"][0] is not None
+    except (ValueError, KeyError, IndexError, TypeError):
+        return False
+
+
+def router_gate(base, workers, api_key, membership_timeout, interval, fail):
+    """The router lists exactly its planned workers (healthy), and requests sent through it reach
+    every one of them; returns {url: requests it answered}."""
+    pools = workers.get("pools") or {}
+    want = {(pool, url) for pool, urls in pools.items() for url in urls}
+    urls = sorted({url for _, url in want})
+    end = time.monotonic() + max(0.0, membership_timeout)
+    while True:
+        status, text = http("GET", base + "/workers", api_key)
+        try:
+            listed, sick = listed_workers(text) if status == 200 else (set(), [])
+        except (ValueError, AttributeError, TypeError):
+            listed, sick = set(), []
+        if status == 200 and listed == want and not sick:
+            break
+        if time.monotonic() + interval > end:
+            missing = sorted(f"{u} ({p})" for p, u in want - listed)
+            extra = sorted(f"{u} ({p})" for p, u in listed - want)
+            fail(f"{base}/workers does not list the plan's workers after {membership_timeout:g} s: "
+                 + (f"HTTP {status}: {text[:200]}" if status != 200 else
+                    "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                                f"not in the plan {', '.join(extra)}" if extra else "",
+                                                f"unhealthy {', '.join(sick)}" if sick else "") if part)))
+        time.sleep(interval)
+    before = {}
+    for url in urls:
+        before[url], why = served_total(url, api_key)
+        if why:
+            fail(f"cannot count the requests worker {url} answers: {why}")
+    kind, model = workers.get("request") or "completion", workers.get("model")
+    bound = 4 * max(len(v) for v in pools.values()) if pools else 0
+    moved = {}
+    for n in range(1, bound + 1):
+        path, body = request_body(kind, model, n)
+        status, text = http("POST", base + path, api_key, body, timeout=120)
+        if status != 200 or not answered(kind, text):
+            fail(f"request {n} through the router failed: POST {base}{path} -> "
+                 f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
+        for url in urls:
+            now, why = served_total(url, api_key)
+            if why:
+                fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
+            moved[url] = int(now - before[url])
+        if all(moved[url] > 0 for url in urls):
+            return moved
+    idle = [url for url in urls if moved.get(url, 0) <= 0]
+    fail(f"{bound} requests through {base} all succeeded, but none reached {', '.join(idle)}: the router "
+         f"lists the worker and does not route to it", routed=moved)
 
 
 class Process:
@@ -234,6 +341,8 @@ def main():
             runtime=dict(type="str", choices=["docker", "uv", "service", "none"], default="none"),
             process_name=dict(type="str"),
             log_lines=dict(type="int", default=40),
+            workers=dict(type="dict"),
+            membership_timeout=dict(type="float", default=60),
         ),
         supports_check_mode=True,
     )
@@ -275,8 +384,13 @@ def main():
         time.sleep(p["interval"])
     health_seconds = round(waited + time.monotonic() - start, 1)
 
+    if p["workers"] and (p["workers"].get("pools") or {}):
+        # a router: proven by the workers it lists and by requests it routes to each of them
+        routed = router_gate(base, p["workers"], p["api_key"], p["membership_timeout"], p["interval"], fail)
+        done(health_seconds=health_seconds, polls=polls, models=[], routed=routed,
+             response=f"{sum(routed.values())} requests routed to {len(routed)} workers")
     if not p["served_model_name"]:
-        # a router or another non-vLLM HTTP service: /health is the whole gate
+        # another non-vLLM HTTP service (Mooncake's master): /health is the whole gate
         done(health_seconds=health_seconds, polls=polls, models=[], response="no model check (service)")
     status, text = http("GET", base + "/v1/models", p["api_key"])
     try:

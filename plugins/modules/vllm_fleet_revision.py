@@ -116,6 +116,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_fleet.secret_table import BY_ENV
+from ansible.module_utils.vllm_fleet.serving import DEFAULT_DRAIN_TIMEOUT
 
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 REV = re.compile(r"^rev-([0-9]{1,9})\.json\Z")
@@ -136,7 +137,7 @@ def todays_plan(plan):
     word carry the accelerator's name (cuda | rocm | cpu | xpu | tpu | none) as ``vendor`` and
     the host's accelerator setup (name, unit, uv) as ``accelerator``; today these are
     ``accelerator`` and ``accelerator_setup``. Plans recorded before ``secret_vars`` get it from
-    their processes' secret names. Every read of a record comes through here, so
+    their processes' secret names, plans recorded before ``drain_timeout`` the old default. Every read of a record comes through here, so
     rollback.yml and a failed rollout's restore hand the roles a plan they accept. The hash is
     the recorded one (it covers the processes and files, which kept their keys)."""
     if not isinstance(plan, dict):
@@ -152,6 +153,8 @@ def todays_plan(plan):
         names = {env for proc in plan.get("processes") or [] for env in proc.get("secret_env") or []} | \
             {cred.get("secret") for proc in plan.get("processes") or [] for cred in proc.get("credentials") or []}
         plan["secret_vars"] = {env: BY_ENV[env].var for env in sorted(n for n in names if n in BY_ENV)}
+    # recorded before the plan carried the drain's bound: what the drain role's default was
+    plan.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
     return plan
 
 

@@ -29,6 +29,16 @@ MINILM = {
 }
 
 
+# What the fleet adds to a vLLM server's command: vLLM's graceful stop right after the model
+# (vllm_fleet_drain_timeout, default 120 s; processes.graceful_stop)
+GRACEFUL = ["--shutdown-timeout", "120"]
+
+
+def served(argv: Sequence[str]) -> List[str]:
+    """A recipe's ``vllm serve MODEL ...`` argv as a deployed server runs it (GRACEFUL after the model)."""
+    return [*argv[:3], *GRACEFUL, *argv[3:]]
+
+
 class PlaybookRun:
     def __init__(self, args: List[str], proc: subprocess.CompletedProcess, seconds: float):
         self.args, self.rc, self.out, self.seconds = args, proc.returncode, proc.stdout, seconds
@@ -93,22 +103,6 @@ def host_http(container: str, method: str, url: str, body: Optional[dict] = None
         return int(status or 0), json.loads(text)
     except ValueError:
         return int(status or 0), text
-
-
-def host_http_ok(container: str, method: str, url: str, body: Optional[dict] = None, attempts: int = 5,
-                 pause: float = 2.0, diagnose: Optional[Sequence[str]] = None):
-    """host_http until 200, at most ``attempts`` times ``pause`` s apart; returns the last (status,
-    body) and, before each retry, prints what failed (and the output of ``diagnose``, an argv run
-    on the host), so a failure's report shows every attempt."""
-    for attempt in range(1, attempts + 1):
-        status, answer = host_http(container, method, url, body)
-        if status == 200 or attempt == attempts:
-            return status, answer
-        print(f"attempt {attempt}: {method} {url} -> {status} {str(answer)[:500]}")
-        if diagnose:
-            print(host_exec(container, list(diagnose)).stdout[-3000:])
-        time.sleep(pause)
-    return status, answer
 
 
 class Load:

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from helpers import MINILM, MINILM_DIR, docker_inspect, host_exec, host_http, playbook
+from helpers import MINILM, MINILM_DIR, docker_inspect, host_exec, host_http, playbook, served
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +66,7 @@ def test_two_cpu_replicas_on_their_own_cores_both_answer(cpurep, capsys):
     for i, name in enumerate(NAMES):
         c = docker_inspect(name)
         assert c is not None and c["State"]["Running"], (name, run.out[-2000:])
-        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == ARGV + ["--enforce-eager", "--port", str(8000 + i)]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(ARGV) + ["--enforce-eager", "--port", str(8000 + i)]
         env = dict(e.split("=", 1) for e in c["Config"]["Env"])
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == str(cores[i]), env
         assert c["HostConfig"]["CpusetCpus"] == str(cores[i])

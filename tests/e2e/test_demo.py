@@ -28,7 +28,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 
 import fleet as testbed  # noqa: E402
-from helpers import docker_inspect  # noqa: E402
+from helpers import GRACEFUL, docker_inspect  # noqa: E402
 
 NAME = "e2e-demo"
 # tests/testbed/demo.py's inventory (groups_for): the docker runtime's deployment on cpu-docker
@@ -102,7 +102,7 @@ def test_docker_runtime_container_as_planned_and_least_privilege(demo):
     assert c is not None, f"no {DOCKER_CONTAINER} on this machine's engine"
     assert c["State"]["Running"], c["State"]
     assert c["Config"]["Image"] == "vllm/vllm-openai-cpu:latest-x86_64"
-    assert c["Config"]["Cmd"] == [MODEL_DIR, "--runner", "pooling", "--tensor-parallel-size", "1",
+    assert c["Config"]["Cmd"] == [MODEL_DIR, *GRACEFUL, "--runner", "pooling", "--tensor-parallel-size", "1",
                                   "--served-model-name", "minilm"]
     assert "VLLM_CPU_KVCACHE_SPACE=1" in c["Config"]["Env"]
     assert c["HostConfig"]["ShmSize"] == 1024 ** 3          # vllm_fleet_cpu_shm_size: 1g

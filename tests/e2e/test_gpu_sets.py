@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import docker_inspect, host_exec, host_http, playbook
+from helpers import docker_inspect, host_exec, host_http, playbook, served
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +62,7 @@ def test_two_deployments_serve_on_disjoint_gpus_of_one_machine(machine):
         requests = c["HostConfig"]["DeviceRequests"]
         assert [(r["Driver"], r["DeviceIDs"], r.get("Count") or 0) for r in requests] == [("nvidia", want, 0)], requests
         # exactly the recipe's command; only the second one's port differs
-        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == SEED_ARGV + ([] if port == 8000 else ["--port", str(port)])
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(SEED_ARGV) + ([] if port == 8000 else ["--port", str(port)])
         status, body = host_http(machine.container("gpu-m"), "GET", f"http://127.0.0.1:{port}/v1/models")
         assert status == 200 and body["data"][0]["id"] == "baidu/ERNIE-4.5-VL-28B-A3B-PT", (port, body)
     assert "idle GPUs" not in run.out   # 0-3 and 4-7 cover the machine
@@ -107,7 +107,7 @@ def test_tp2_replicas_take_the_gpu_pairs_the_topology_prefers(machine):
             requests = c["HostConfig"]["DeviceRequests"]
             assert [(r["Driver"], r["DeviceIDs"]) for r in requests] == [("nvidia", pair)], (i, requests)
             assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == \
-                SEED_ARGV[:4] + SEED_ARGV[6:] + ["--tensor-parallel-size", "2", "--port", str(8000 + i)]
+                served(SEED_ARGV[:4] + SEED_ARGV[6:]) + ["--tensor-parallel-size", "2", "--port", str(8000 + i)]
             status, body = host_http(gpu_m, "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
             assert status == 200, (i, body)
         assert docker_inspect("vllm-fleet-gpuset-tp2-r4") is None

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, docker_inspect, host_exec, host_http, playbook
+from helpers import GRACEFUL, ROOT, docker_inspect, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
@@ -89,9 +89,9 @@ def test_tensor_parallel_across_two_hosts_serves_through_the_head(cpu_pair):
     assert run.rc == 0, run
     head, worker = docker_inspect(HEAD), docker_inspect(WORKER)
     # the recipe's TP (2 nodes x the CPU profile's 4) is replaced by the operator's, last wins
-    assert head["Config"]["Cmd"] == [str(MODEL_DIR), "--enforce-eager", "--nnodes", "2", "--node-rank", "0",
+    assert head["Config"]["Cmd"] == [str(MODEL_DIR), *GRACEFUL, "--enforce-eager", "--nnodes", "2", "--node-rank", "0",
                                      "--master-addr", a, "--served-model-name", "tiny", "--tensor-parallel-size", "2"]
-    assert worker["Config"]["Cmd"] == [str(MODEL_DIR), "--enforce-eager", "--nnodes", "2", "--node-rank", "1",
+    assert worker["Config"]["Cmd"] == [str(MODEL_DIR), *GRACEFUL, "--enforce-eager", "--nnodes", "2", "--node-rank", "1",
                                        "--master-addr", a, "--headless", "--served-model-name", "tiny",
                                        "--tensor-parallel-size", "2"]
     for c, ip, rank in ((head, a, 0), (worker, b, 1)):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, Load, docker_inspect, host_exec, host_http, playbook
+from helpers import ROOT, Load, docker_inspect, host_exec, host_http, playbook, served
 
 pytestmark = pytest.mark.e2e
 
@@ -263,7 +263,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
                                                                                "/dev/kfd"], i
         assert not c["HostConfig"].get("DeviceRequests")
         assert not [e for e in c["Config"]["Env"] if e.startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))]
-        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == rocm_argv + ["--port", str(8000 + i)]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(rocm_argv) + ["--port", str(8000 + i)]
     for i in range(8):   # every replica answers on its own port (the health gate passed them all)
         status, _ = host_http(roll.container("roll-m"), "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
         assert status == 200, i
@@ -276,7 +276,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
         assert c["State"]["Running"], i
         requests = c["HostConfig"]["DeviceRequests"]
         assert [(r["Driver"], r["DeviceIDs"], r.get("Count") or 0) for r in requests] == [("nvidia", [str(i)], 0)]
-        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == seed_argv + ["--port", str(8000 + i)]
+        assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(seed_argv) + ["--port", str(8000 + i)]
     address = roll.hosts["roll-a"]["ip"]
     assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(8))
     assert "idle GPUs" not in run.out   # 8 replicas x TP 1 cover the 8 GPUs

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from helpers import ROOT, docker_inspect, host_exec, playbook
+from helpers import ROOT, docker_inspect, host_exec, playbook, served
 
 SEED = json.loads((ROOT.parent / "shared" / "seed" / "ERNIE-4.5-VL-28B-A3B-PT.json").read_text()) \
     if (ROOT.parent / "shared" / "seed").exists() else None
@@ -75,7 +75,7 @@ def test_deploy_h200_creates_exactly_the_seed_container(seed_fleet):
     assert c is not None, run
     assert c["Config"]["Image"] == "vllm/vllm-openai:latest"
     assert c["Config"]["Entrypoint"] == SEED_ARGV[:2]
-    assert c["Config"]["Cmd"] == SEED_ARGV[2:]
+    assert c["Config"]["Cmd"] == served(SEED_ARGV)[2:]
     host = c["HostConfig"]
     assert host["IpcMode"] == "host"
     assert host["Privileged"] is False
@@ -103,7 +103,7 @@ def test_deploy_mi300x_uses_rocm_image_devices_and_aiter(seed_fleet):
     assert run.rc == 0, run
     c = docker_inspect("vllm-fleet-ernie-vl-mi300x")
     assert c["Config"]["Image"] == "vllm/vllm-openai-rocm:latest"
-    assert c["Config"]["Cmd"] == SEED_ARGV[2:]
+    assert c["Config"]["Cmd"] == served(SEED_ARGV)[2:]
     host = c["HostConfig"]
     assert sorted(d["PathOnHost"] for d in host["Devices"]) == ["/dev/dri", "/dev/kfd"]
     assert "seccomp=unconfined" in host["SecurityOpt"]
@@ -124,7 +124,7 @@ def test_changed_plan_recreates_the_container(seed_fleet):
     assert run.rc == 0, run
     after = docker_inspect("vllm-fleet-ernie-vl-h200")
     assert after["Id"] != before
-    assert after["Config"]["Cmd"] == SEED_ARGV[2:] + ["--max-model-len", "4096"]
+    assert after["Config"]["Cmd"] == served(SEED_ARGV)[2:] + ["--max-model-len", "4096"]
     assert "VLLM_STANDIN_SERVE=light" in after["Config"]["Env"]
 
 

@@ -114,9 +114,8 @@ class Handler(BaseHTTPRequestHandler):
         scheme, _, param = (self.headers.get("Authorization") or "").partition(" ")
         return scheme.lower() == "bearer" and param in tokens
 
-    def _body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length > 0 else b""
+    @staticmethod
+    def _body(raw: bytes):
         if not raw:
             return {}
         body = json.loads(raw)
@@ -134,6 +133,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def _route(self, method: str):
         path = self.path.split("?", 1)[0]
+        # the body is read before any answer, an error answer too: left unread on a keep-alive
+        # connection it would be parsed as the next request line (http.server then answers 501
+        # "Unsupported method"). vllm-router's cache_aware policy first POSTs
+        # /v1/completions/render, a 404 here, on the connection it then sends the completion on.
+        try:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0) or 0) if method == "POST" else b""
+        except ValueError:
+            self._send(400, {"detail": "bad Content-Length"})
+            self.close_connection = True
+            return
         routes = {"GET": {"/health": self.health, "/ping": self.health, "/version": self.version,
                           "/v1/models": self.models, "/metrics": self.metrics},
                   "POST": {"/v1/completions": self.completions, "/v1/chat/completions": self.chat,
@@ -148,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if method == "POST":
             try:
-                body = self._body()
+                body = self._body(raw)
             except (ValueError, UnicodeDecodeError) as exc:
                 self._error(400, f"invalid JSON body: {exc}", "BadRequestError")
                 return

@@ -253,6 +253,12 @@ VARIABLES: Tuple[Var, ...] = (
         default=0, minimum=0, maximum=100),
     Var("rollback", "str", "`auto`: an instance whose new revision fails to start or pass its health gate is put "
         "back on its previous revision; `off`: it is stopped.", default="auto", choices=("auto", "off")),
+    Var("drain_timeout", "int", "Seconds a drained server's requests in flight may take to finish: the rollout "
+        "waits this long for its in-flight count to reach 0, and the plan gives vLLM servers "
+        "`--shutdown-timeout` of this value (vLLM's graceful stop: on SIGTERM it refuses new requests and lets "
+        "running ones finish) unless the recipe or `vllm_fleet_extra_args` sets it; containers' stop timeout and "
+        "units' `TimeoutStopSec=` are 30 s longer. `0`: no graceful stop (vLLM aborts requests at once).",
+        default=120, minimum=0, maximum=86400),
     Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
         default=3, minimum=1, maximum=100),
     # --- secrets (vault them)

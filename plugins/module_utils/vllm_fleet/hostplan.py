@@ -53,6 +53,14 @@ class PlannedProcess:
     credentials: List[Dict[str, str]] = _doc("secrets passed as files (uv)", default_factory=list)
     hash: str = _doc("of argv, env, image, port, packages (+ the secrets' digest)", default="")
     drain: Optional[Dict[str, Any]] = _doc("the router that lists it: router_host, router_port, url", default=None)
+    stop_timeout: Optional[int] = _doc(
+        "seconds its runtime waits after SIGTERM before it kills the process (docker stop timeout, systemd "
+        "TimeoutStopSec=): vllm_fleet_drain_timeout + 30 for a vLLM server that stops gracefully "
+        "(--shutdown-timeout); None (left out): the runtime role's default. Not hashed", default=None)
+    workers: Optional[Dict[str, Any]] = _doc(
+        "a router's workers, which its gate expects it to list and to route requests to: pools (regular | "
+        "prefill | decode -> URLs), model (the served name), request (completion | embedding); None (left "
+        "out): not a router. Not hashed (the URLs are in argv)", default=None)
     # gpus, replica, devices, cpus: left out of the dict when None, so plans (and hashes) of
     # deployments that do not set them stay what they were
     gpus: Optional[List[int]] = _doc("the host's GPUs it may use (vllm_fleet_gpus); None (left out): every GPU",
@@ -81,9 +89,10 @@ class PlannedProcess:
         would change every host's hash (accelerator.py folds a changed setting into ``hash``)."""
         out = asdict(self)
         if not with_drain:
-            for key in ("drain", "container", "unit"):
+            for key in ("drain", "container", "unit", "workers", "stop_timeout"):
                 del out[key]
-        for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit"):
+        for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit", "workers",
+                    "stop_timeout"):
             if key in out and out[key] is None:
                 del out[key]
         return out
@@ -131,6 +140,8 @@ class HostPlan:
     address: Optional[str] = _doc("rendezvous address of this host")
     hash: str = _doc("of the processes (without drain) and files", default="")
     drain: Optional[Dict[str, Any]] = _doc("the router that lists this host's server", default=None)
+    drain_timeout: int = _doc("seconds a drain waits for this host's servers' requests in flight "
+                              "(vllm_fleet_drain_timeout; their --shutdown-timeout). Not hashed", default=120)
     # across the deployments of the machine (plan_fleet); left out of the dict when None
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "

@@ -32,7 +32,7 @@ from .planargv import LOOPBACK, flag_values, listen_address
 from .vllmargs import whole
 from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
 from .placement import is_engine_host, no_replicas, place_kv, place_pd, place_plain
-from .processes import planned_process
+from .processes import drain_timeout_of, planned_process
 from .rollout import drain_targets, rollout_batches
 
 
@@ -45,7 +45,7 @@ SETTING_KEYS = (
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
-    "router_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports",
+    "router_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -391,7 +391,8 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
                                 key=lambda c: c["path"]),
             secret_vars=dict(sorted({env: secret_table.BY_ENV[env].var for p in processes
                                      for env in p.secret_env + [c["secret"] for c in p.credentials]}.items())),
-            address=mine[0].host.address)
+            address=mine[0].host.address,
+            drain_timeout=drain_timeout_of(dep.settings.get("drain_timeout")))
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry

@@ -8,6 +8,7 @@ import shlex
 from typing import Any, Dict, List, Mapping, Optional
 
 from . import secret_table
+from .serving import DEFAULT_DRAIN_TIMEOUT
 from .docker import env_text
 from .hostplan import PlannedProcess
 from .render import as_list, as_map
@@ -169,6 +170,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
     # them in their environment: a bind-mounted file cannot be exercised on the testbed, whose
     # containers are siblings on this machine's engine (bind sources resolve here, not on the
     # test host that wrote the file)
+    argv, stop_timeout = graceful_stop(proc.kind, argv, version, settings.get("drain_timeout"))
     secrets = secret_table.for_process(as_list(settings.get("secrets")), proc.kind, bool(dep.store))
     as_file = [k for k in secrets if secret_table.BY_ENV[k].file and dep.runtime == "uv"]
     return PlannedProcess(
@@ -185,7 +187,36 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         secret_env=[k for k in secrets if k not in as_file],
         credentials=[credential(dep.name, k) for k in as_file],
         gpus=gpus, replica=slot.replica, devices=devices,
-        cpus=sorted(c for rank in slot.cpus for c in rank) if slot.cpus is not None else None)
+        cpus=sorted(c for rank in slot.cpus for c in rank) if slot.cpus is not None else None,
+        stop_timeout=stop_timeout)
+
+
+GRACEFUL_SINCE = "0.18"     # vLLM's --shutdown-timeout (SIGTERM: refuse new requests, finish running ones)
+STOP_MARGIN = 30            # seconds the runtime waits beyond it before it kills
+
+
+def drain_timeout_of(value: Any) -> int:
+    """vllm_fleet_drain_timeout, or its default when unset."""
+    return DEFAULT_DRAIN_TIMEOUT if value is None else int(value)
+
+
+def graceful_stop(kind: str, argv: List[str], version: Optional[str], drain_timeout: Any):
+    """(argv, stop_timeout): a vLLM server stops gracefully within vllm_fleet_drain_timeout
+    (``--shutdown-timeout``, added after the model unless the recipe or the operator set it, and only where the
+    vLLM it runs has it; an unknown version is the latest image's, which has it); its runtime
+    waits STOP_MARGIN s longer before it kills. None: the runtime role's default."""
+    if kind != "vllm":
+        return argv, None
+    timeout = drain_timeout_of(drain_timeout)
+    have = version_tuple(version)
+    if has_flag(argv, "--shutdown-timeout"):      # the recipe's or the operator's: never doubled
+        given = int_flag(argv, "--shutdown-timeout", None)
+        return argv, (max(given, timeout) + STOP_MARGIN) if given else None
+    if timeout <= 0 or (have is not None and have < version_tuple(GRACEFUL_SINCE)):
+        return argv, None
+    # right after `vllm serve MODEL`: the recipe's flags and the operator's extra args follow as before
+    return argv[:3] + ["--shutdown-timeout", str(timeout)] + argv[3:], timeout + STOP_MARGIN
+
 
 
 def _visible_devices(docker: Mapping[str, Any]) -> str:

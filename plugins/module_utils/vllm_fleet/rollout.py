@@ -9,19 +9,49 @@ from .hostplan import HostPlan
 from .planargv import flag_values_list
 
 
+ROUTER_POOLS = (("regular", "--worker-urls"), ("prefill", "--prefill"), ("decode", "--decode"))
+
+
+def _pools(argv: List[str]) -> Dict[str, List[str]]:
+    """A router's workers by pool, as its argv gives them (a prefill URL may be followed by its
+    bootstrap port, which is not a worker)."""
+    out: Dict[str, List[str]] = {}
+    argv = [str(a) for a in argv]
+    for pool, flag in ROUTER_POOLS:
+        urls = []
+        for i, tok in enumerate(argv):          # every occurrence (P/D repeats --prefill / --decode)
+            if tok == flag:
+                urls += [v for v in flag_values_list(argv[i:], flag) if v.startswith(("http://", "https://"))]
+        if urls:
+            out[pool] = list(dict.fromkeys(urls))
+    return out
+
+
 def drain_targets(out: Dict[str, HostPlan]) -> None:
     """Give every serving engine process that a router of its deployment lists as a worker the
-    router to drain it from (``drain``: router host, port, the worker URL the router knows)."""
-    routers = [(host, proc) for host, entry in out.items() for proc in entry.processes
-               if proc.kind == "router" and "--worker-urls" in proc.argv]
+    router to drain it from (``drain``: router host, port, the worker URL the router knows), and
+    every router the workers its gate expects it to list and route to (``workers``: pools of
+    URLs, the served model name and the kind of request the workers answer)."""
+    routers = [(host, proc, _pools(proc.argv)) for host, entry in out.items() for proc in entry.processes
+               if proc.kind == "router"]
+    engines = {}
     for entry in out.values():
         for proc in entry.processes:
             if proc.kind not in ("vllm", "omni") or not proc.serves_http:
                 continue
             url = f"http://{entry.address}:{proc.port}"
-            for router_host, router in routers:
-                if url in flag_values_list(router.argv, "--worker-urls"):
+            engines[url] = proc
+            for router_host, router, pools in routers:
+                if url in pools.get("regular", []):
                     proc.drain = entry.drain = {"router_host": router_host, "router_port": router.port, "url": url}
+    for _, router, pools in routers:
+        if not pools:
+            continue
+        known = [engines[url] for urls in pools.values() for url in urls if url in engines]
+        first = known[0] if known else None
+        router.workers = {"pools": pools,
+                          "model": first.served_model_name if first else None,
+                          "request": (first.health.get("request") or "completion") if first else "completion"}
 
 
 DEFAULT_BATCHES: Tuple[Any, ...] = (1, "25%")   # a canary instance, then a quarter at a time

@@ -42,6 +42,9 @@ HOSTS = {
     "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0, "unit": "i0"}, "vllm_fleet_current": False,
            "vllm_fleet_out_at": 1796140000.25, "vllm_fleet_back_at": 1796140061.5, "vllm_fleet_restore_at": 1796140020.0,
            "vllm_fleet_outcome": "rolled back", "vllm_fleet_outcome_detail": "failed node(s): ['r1']",
+           # the drain role's report (vllm_fleet.serving.drain_outcome): 2 requests left to the graceful stop
+           "vllm_fleet_drain_report": {"vllm-fleet-big": {"seconds": 120.4, "read": True, "left": 2.0,
+                                                          "graceful": True, "text": "2 request(s) still in flight"}},
            "vllm_fleet_deploy_failure": "Health gate: /health did not answer 200 within 900 s"},
     "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1, "unit": "i1"}, "vllm_fleet_current": False,
            "vllm_fleet_rollout_stopped": True},
@@ -94,7 +97,7 @@ def test_summary_lines(tmp_path):
         "big (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): not reached on r2",
         "  r2: the rollout stopped before its batch",
         "  rollout: 2 instance(s): rolled back 1, not reached 1; serving capacity never below 1 of 2; "
-        "out of service per instance: i0 61.2 s; restored: i0 in 41.5 s",
+        "out of service per instance: i0 61.2 s; drained: i0 120.4 s (2 left, graceful stop); restored: i0 in 41.5 s",
         "minilm-docker (sentence-transformers/all-MiniLM-L6-v2 on xeon6, docker): deployed on a1, a2, "
         "healthy after 70.2 s; serves minilm on port 8000",
         "minilm-uv (sentence-transformers/all-MiniLM-L6-v2 on xeon6, uv): unchanged on b1; serves minilm on port 8001",

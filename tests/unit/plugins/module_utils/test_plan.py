@@ -31,8 +31,10 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     out = plan(cat, [host("a"), host("b")])
     assert set(out) == {"a", "b"}
     proc = out["a"]["processes"][0]
-    assert proc["argv"] == ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
-                            "--mm-encoder-tp-mode", "data"]
+    # the recipe's command, with vLLM's graceful stop (vllm_fleet_drain_timeout) after the model
+    assert proc["argv"] == ["vllm", "serve", SEED, "--shutdown-timeout", "120", "--trust-remote-code",
+                            "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data"]
+    assert proc["stop_timeout"] == 150 and out["a"]["drain_timeout"] == 120
     assert proc["env"] == {}
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
@@ -752,3 +754,44 @@ def test_instances_and_pd_pools_take_hosts_in_rank_order_by_one_rule():
     problems = []
     assert _ordered_pool(hosts(None, 3), "decode pool", problems) is None
     assert problems == ["h1: vllm_fleet_node_rank values [3] in the decode pool (h0, h1) must be distinct and in 0..1"]
+
+
+# ---- graceful stop: --shutdown-timeout from vllm_fleet_drain_timeout --------------------------
+
+def _engine(out, name="a"):
+    return out[name]["processes"][0]
+
+
+def test_graceful_stop_follows_the_drain_timeout_and_the_runtime_waits_longer(cat):
+    proc = _engine(plan(cat, [host("a", drain_timeout=300)]))
+    assert proc["argv"][3:5] == ["--shutdown-timeout", "300"] and proc["stop_timeout"] == 330
+
+
+@pytest.mark.parametrize("given", [["--shutdown-timeout", "40"], ["--shutdown_timeout=40"], ["--shutdown-timeout=40"]])
+def test_graceful_stop_set_by_the_operator_is_never_doubled(cat, given):
+    proc = _engine(plan(cat, [host("a", extra_args=given)]))
+    assert sum(a.replace("_", "-").startswith("--shutdown-timeout") for a in proc["argv"]) == 1, proc["argv"]
+    # the runtime still waits beyond the longer of the two
+    assert proc["stop_timeout"] == 150
+
+
+def test_no_graceful_stop_before_vllm_0_18_nor_with_a_drain_timeout_of_0(cat):
+    old = _engine(plan(cat, [host("a", runtime="uv", vllm_version="0.11.0")]))
+    assert "--shutdown-timeout" not in old["argv"] and "stop_timeout" not in old
+    off = _engine(plan(cat, [host("a", drain_timeout=0)]))
+    assert "--shutdown-timeout" not in off["argv"] and "stop_timeout" not in off
+    new = _engine(plan(cat, [host("a", runtime="uv", vllm_version="0.32.0")]))
+    assert new["argv"][3:5] == ["--shutdown-timeout", "120"]
+
+
+def test_routers_and_services_get_no_graceful_stop_flag(cat):
+    out = plan(cat, pd_hosts(pd_nodes={"prefill": {"parallelism": "dep"}}))   # both prefill nodes serve
+    router = out["r"]["processes"][0]
+    assert router["kind"] == "router" and "--shutdown-timeout" not in router["argv"] and "stop_timeout" not in router
+    assert "--shutdown-timeout" in _engine(out, "p1")["argv"]
+    # the router's gate: its planned workers by pool (every --prefill of the argv), the served
+    # name and the request kind
+    pools = {"prefill": ["http://10.0.0.1:8001", "http://10.0.0.2:8001"], "decode": ["http://10.0.0.3:8002"]}
+    assert router["workers"] == {"pools": pools, "model": _engine(out, "p1")["served_model_name"],
+                                 "request": "completion"}
+    assert "workers" not in _engine(out, "p1")

@@ -15,27 +15,30 @@ from example_hosts import HOSTS, ROOT, hosts_of   # tests/unit/example_hosts.py
 from vllm_fleet import loader
 from vllm_fleet.plan import plan
 
-# host: (host plan hash, {process name: process hash}), as planned before the rename
+# host: (host plan hash, {process name: process hash}), as planned before the rename. Changed on
+# purpose once since: every vLLM engine got --shutdown-timeout (vllm_fleet_drain_timeout, vLLM's
+# graceful stop), so the first run after that upgrade rolls each engine once (drained, batch by
+# batch); the routers' and Mooncake services' hashes stayed as they were.
 EXAMPLE = {
-    "cpu-01": ("609b03c221b09be2", {"vllm-fleet-minilm": "dc7c536c6b53d0a6"}),
-    "h200-01": ("afc8276e038bbb1d", {"vllm-fleet-ernie-vl-h200-i0": "5852a4c3a8857d84"}),
-    "h200-02": ("1faf38e97ee3d10f", {"vllm-fleet-ernie-vl-h200-i1": "5852a4c3a8857d84"}),
-    "h200-11": ("7ff4dec99f926010", {"vllm-fleet-dsv3-tp16-i0-head0": "0847101e412f2dcd"}),
-    "h200-12": ("a191ed4ea55ef52e", {"vllm-fleet-dsv3-tp16-i0-worker1": "996fd25bf615c76a"}),
-    "h200-13": ("00e8611d4bc234f4", {"vllm-fleet-dsv3-tp16-i1-head0": "47ba270e0cd50b01"}),
-    "h200-14": ("be583f5f3d8e58cc", {"vllm-fleet-dsv3-tp16-i1-worker1": "63e50c00c7f56bc1"}),
-    "h200-21": ("ad83e431a355da48", {"vllm-fleet-dsv3-pd-prefill0": "0ad13d8c30f83cba"}),
-    "h200-22": ("203deb94230847a1", {"vllm-fleet-dsv3-pd-prefill1": "16b42e9460d0a6dd"}),
-    "h200-23": ("dcf3da0c8b88e257", {"vllm-fleet-dsv3-pd-decode0": "977be1f83e924cef"}),
-    "h200-31": ("87cbe85f27966723", {"vllm-fleet-dsv3-mooncake-i0": "d8c8ab381750fd19"}),
-    "h200-32": ("371b87225ba5d350", {"vllm-fleet-dsv3-mooncake-i1": "d8c8ab381750fd19"}),
+    "cpu-01": ("42670db6f220dfb5", {"vllm-fleet-minilm": "4081dba77bd1192a"}),
+    "h200-31": ("b8f223da96cbac68", {"vllm-fleet-dsv3-mooncake-i0": "ac82f219825777c5"}),
+    "h200-32": ("abb5143edb049ba0", {"vllm-fleet-dsv3-mooncake-i1": "ac82f219825777c5"}),
     "kv-01": ("7c76b61333c96f8c", {
         "vllm-fleet-dsv3-mooncake-mooncake-master": "c749d8e0100a226d",
         "vllm-fleet-dsv3-mooncake-mooncake-store": "2434dfc0cd438bdd",
         "vllm-fleet-dsv3-mooncake-router": "b3b38f5f1171b23e",
     }),
-    "mi300x-01": ("ed1d35caadd2b7a9", {"vllm-fleet-ernie-vl-mi300x": "98eda02587b083d1"}),
+    "h200-11": ("02fd752daa07b5ea", {"vllm-fleet-dsv3-tp16-i0-head0": "e29c5907fbd81c2a"}),
+    "h200-12": ("1f59693d6002537e", {"vllm-fleet-dsv3-tp16-i0-worker1": "d7917f739d9b464d"}),
+    "h200-13": ("506d175f54ab9a4d", {"vllm-fleet-dsv3-tp16-i1-head0": "3b471199311c43bc"}),
+    "h200-14": ("4f847b199f0e3d99", {"vllm-fleet-dsv3-tp16-i1-worker1": "783220dd5b9fd82c"}),
+    "h200-21": ("f1cb2dc1ce9faeb3", {"vllm-fleet-dsv3-pd-prefill0": "ed35ebbcb0dadee4"}),
+    "h200-22": ("bc0e21f900c015c1", {"vllm-fleet-dsv3-pd-prefill1": "c85c7684c4100fbb"}),
+    "h200-23": ("547a9894a6cacdc5", {"vllm-fleet-dsv3-pd-decode0": "1ca8029f766d9df3"}),
     "router-01": ("a1557fda0adacd61", {"vllm-fleet-dsv3-pd-router": "b8e0d6067a39dd63"}),
+    "h200-01": ("7bf6c7d24d7ac9d9", {"vllm-fleet-ernie-vl-h200-i0": "d74d3ee2a75d5ff7"}),
+    "h200-02": ("7f2e449d74848674", {"vllm-fleet-ernie-vl-h200-i1": "d74d3ee2a75d5ff7"}),
+    "mi300x-01": ("09f315763825cfda", {"vllm-fleet-ernie-vl-mi300x": "ca2b7a3ea5560bdd"}),
 }
 
 # accelerator settings away from the contract's defaults: accelerator.py folds a digest of the
@@ -44,10 +47,10 @@ OVERRIDES = {"mi300x_cluster": {"rocm_aiter": False},
              "cpu_embeddings": {"cpu_env": {"VLLM_CPU_KVCACHE_SPACE": "8"}},
              "h200_cluster": {"cuda_gpu_count": 4}}
 OVERRIDDEN = {
-    "cpu-01": ("80c5020dcfee0952", {"vllm-fleet-minilm": "680121995f1cb21f"}),
-    "h200-01": ("b14cc1c58a3458e2", {"vllm-fleet-ernie-vl-h200-i0": "d03fcf2a32d538fa"}),
-    "h200-02": ("2a95119b74dfaf9b", {"vllm-fleet-ernie-vl-h200-i1": "d03fcf2a32d538fa"}),
-    "mi300x-01": ("a153343c602a78f3", {"vllm-fleet-ernie-vl-mi300x": "2856f1c9cde2b625"}),
+    "cpu-01": ("99987d85b9800836", {"vllm-fleet-minilm": "1bb139b807390a0f"}),
+    "h200-01": ("98729612b88a9d5e", {"vllm-fleet-ernie-vl-h200-i0": "79483ce9b90d5a4e"}),
+    "h200-02": ("c712764383c53750", {"vllm-fleet-ernie-vl-h200-i1": "79483ce9b90d5a4e"}),
+    "mi300x-01": ("d198f71d900bd89b", {"vllm-fleet-ernie-vl-mi300x": "9d5e3212a003741e"}),
 }
 
 

