@@ -15,7 +15,7 @@ host. Nothing is simulated here: this is where serving is the point.
    its previous container automatically, the other replica is never touched, 0 failed.
 4. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
    hand (docker stop, SIGTERM): the stream still arrives whole, vLLM logs that it drained, the
-   process exits 0. The next deploy brings the replica back and the router gate passes again.
+   process exits 0.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _routed(run):
     """{worker URL: requests} the router's gate routed, from the run's output."""
     m = re.search(r"vllm-fleet-rreal-router healthy after [0-9.]+ s; routed (\{[^}]*\})", " ".join(run.out.split()))
     assert m, run.out[-3000:]
-    return json.loads(m.group(1).replace("'", '"'))
+    return json.loads(m.group(1))
 
 
 class Stream:
@@ -195,11 +195,6 @@ def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
                           text=True).stdout
     assert "[shutdown] EngineCore: start mode=drain timeout=120s" in logs, logs[-3000:]
     assert c["State"]["ExitCode"] == 0, c["State"]
-    # the next deploy starts it again, and the router gate proves both replicas serve
-    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
-                   json.dumps({"vllm_fleet_extra_args": CHANGED}), timeout=1200)
-    assert run.rc == 0, run
-    assert min(_routed(run).values()) >= 1
     with capsys.disabled():
         print(f"graceful stop: docker stop took {seconds:.1f} s with a stream in flight; "
               f"the stream ended whole ({got['chunks']} chunks)")
