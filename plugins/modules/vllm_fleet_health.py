@@ -152,7 +152,7 @@ import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_fleet_process import state as process_state
-from ansible.module_utils.vllm_fleet.serving import finished
+from ansible.module_utils.vllm_fleet.serving import finished, request_body, response as served_response
 
 
 def http(method, url, api_key=None, body=None, timeout=30.0):
@@ -222,23 +222,6 @@ def listed_workers(text):
     return listed, sick
 
 
-def request_body(kind, model, n):
-    """One small real request of ``kind`` (a different prompt each time: prefix-aware policies
-    must not pin every request to one worker)."""
-    if kind == "embedding":
-        return "/v1/embeddings", {"model": model, "input": f"vllm-fleet router gate {n}"}
-    return "/v1/completions", {"model": model, "prompt": f"vllm-fleet router gate {n}: hello", "max_tokens": 1}
-
-
-def answered(kind, text):
-    """Whether a 200 answer carries a result of ``kind``."""
-    try:
-        data = json.loads(text)
-        return bool(data["data"][0]["embedding"]) if kind == "embedding" else data["choices"][0] is not None
-    except (ValueError, KeyError, IndexError, TypeError):
-        return False
-
-
 def router_gate(base, workers, api_key, membership_timeout, interval, fail):
     """The router lists exactly its planned workers (healthy), and requests sent through it reach
     every one of them; returns {url: requests it answered}."""
@@ -274,7 +257,7 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
     for n in range(1, bound + 1):
         path, body = request_body(kind, model, n)
         status, text = http("POST", base + path, api_key, body, timeout=120)
-        if status != 200 or not answered(kind, text):
+        if served_response(kind, status, text) is None:
             fail(f"request {n} through the router failed: POST {base}{path} -> "
                  f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
         for url in urls:
@@ -400,29 +383,14 @@ def main():
     if status != 200 or p["served_model_name"] not in models:
         fail(f"{base}/v1/models (HTTP {status}) does not list {p['served_model_name']!r}: {models or text[:300]}")
 
-    response = {}
-    name = p["served_model_name"]
-    if p["request"] == "embedding":
-        status, text = http("POST", base + "/v1/embeddings", p["api_key"],
-                            {"model": name, "input": "vllm-fleet health check"}, timeout=120)
-        try:
-            vector = json.loads(text)["data"][0]["embedding"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            vector = None
-        if status != 200 or not vector:
-            fail(f"POST {base}/v1/embeddings failed (HTTP {status}): {text[:300]}")
-        response = {"endpoint": "/v1/embeddings", "dimension": len(vector)}
-    elif p["request"] == "completion":
-        status, text = http("POST", base + "/v1/completions", p["api_key"],
-                            {"model": name, "prompt": "Hello", "max_tokens": 1}, timeout=300)
-        try:
-            choice = json.loads(text)["choices"][0]
-        except (ValueError, KeyError, IndexError, TypeError):
-            choice = None
-        if status != 200 or choice is None:
-            fail(f"POST {base}/v1/completions failed (HTTP {status}): {text[:300]}")
-        response = {"endpoint": "/v1/completions", "text": choice.get("text"),
-                    "finish_reason": choice.get("finish_reason")}
+    if p["request"] == "none":
+        done(health_seconds=health_seconds, polls=polls, models=models, response={})
+    # serving: one real request of the process's kind answered with a result (module_utils serving)
+    path, body = request_body(p["request"], p["served_model_name"])
+    status, text = http("POST", base + path, p["api_key"], body, timeout=300)
+    response = served_response(p["request"], status, text)
+    if response is None:
+        fail(f"POST {base}{path} failed (HTTP {status}): {text[:300]}")
     done(health_seconds=health_seconds, polls=polls, models=models, response=response)
 
 

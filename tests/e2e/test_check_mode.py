@@ -62,7 +62,7 @@ def test_check_mode_on_fresh_hosts_exits_0_and_changes_nothing(fresh_fleet):
         assert run.recap[h]["failed"] == 0 and run.recap[h]["unreachable"] == 0, run
     assert "stopped on all its nodes" not in run.out, run
     # --check --diff shows each host's exact command
-    assert f"vllm serve {MODEL_DIR} --runner pooling" in " ".join(run.out.split()), run   # (wrapped lines)
+    assert f"vllm serve {MODEL_DIR} --shutdown-timeout 120 --runner pooling" in " ".join(run.out.split()), run   # (wrapped lines)
     after = {h: snapshot(c) for h, c in hosts.items()}
     for h in hosts:
         assert after[h] == before[h], (h, before[h], after[h])

@@ -47,7 +47,9 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert "Type=exec" in unit
     venv = re.search(r"^ExecStart=(/opt/vllm-fleet/minilm-uv/venv-[0-9a-f]{12})/bin/vllm ", unit, re.M).group(1)
     assert (f"ExecStart={venv}/bin/vllm serve " + MODEL_DIR +
-            " --runner pooling --tensor-parallel-size 1 --served-model-name minilm") in unit
+            " --shutdown-timeout 120 --runner pooling --tensor-parallel-size 1 --served-model-name minilm") in unit
+    # vLLM's graceful stop gets its 120 s, and systemd 30 s more before it kills
+    assert "TimeoutStopSec=150" in unit.splitlines()
     assert "EnvironmentFile=/etc/vllm-fleet/vllm-fleet-minilm-uv.env" in unit
     assert "Restart=on-failure" in unit
     for directive in ("User=vllm-fleet", "NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes",

@@ -125,7 +125,7 @@ def test_operator_install_puts_ansible_playbook_and_vllm_fleet_on_path(demo, tmp
                       f"vllm-fleet list hardware >/dev/null && ansible-playbook {invs} playbooks/status.yml")
     assert run.returncode == 0, run.stdout[-3000:]
     assert run.stdout.startswith(f"{venv}/bin/ansible-playbook\n{venv}/bin/vllm-fleet\n"), run.stdout[:300]
-    assert re.search(r"^\s+cpu-uv\s+minilm-uv\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+uv\s+running\s+ok",
+    assert re.search(r"^\s+cpu-uv\s+minilm-uv\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+vllm-fleet-minilm-uv\s+single\s+uv\s+running\s+serving\s",
                      run.stdout, re.M), run.stdout[-3000:]
     assert_clean(run.stdout)
 
@@ -143,9 +143,9 @@ def test_every_printed_command_works_in_a_new_shell(demo):
         run = fresh_shell(command)
         assert run.returncode == 0, run.stdout[-3000:]
         assert_clean(run.stdout)
-        assert re.search(r"^\s+cpu-docker\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+docker\s+running\s+ok\s+minilm\s+current",
+        assert re.search(r"^\s+cpu-docker\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+vllm-fleet-minilm-docker\s+single\s+docker\s+running\s+serving\s+minilm\s+current",
                          run.stdout, re.M), run.stdout[-3000:]
-        assert re.search(r"^\s+cpu-uv\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+single\s+uv\s+running\s+ok\s+minilm\s+current",
+        assert re.search(r"^\s+cpu-uv\s+\S+\s+1\s+sentence-transformers/all-MiniLM-L6-v2\s+vllm-fleet-minilm-uv\s+single\s+uv\s+running\s+serving\s+minilm\s+current",
                          run.stdout, re.M), run.stdout[-3000:]
 
     run = fresh_shell(redeploy)

@@ -195,6 +195,15 @@ def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
                           text=True).stdout
     assert "[shutdown] EngineCore: start mode=drain timeout=120s" in logs, logs[-3000:]
     assert c["State"]["ExitCode"] == 0, c["State"]
+    # status asks what the gate asks: r0 serves; r1 is down; the router, which still lists r1,
+    # cannot route to it, so it is down too, naming r1
+    status = playbook("status.yml", rreal.inventory, "-l", "rreal")
+    assert status.rc == 0, status
+    said = " ".join(status.out.split())
+    rows = dict(re.findall(r"(vllm-fleet-rreal-(?:r0|r1|router)) \S+ \S+ \S+ (serving|down) ", said))
+    assert rows == {NAMES[0]: "serving", NAMES[1]: "down", "vllm-fleet-rreal-router": "down"}, said[-3000:]
+    assert f"down: rreal-a {NAMES[1]}: " in said, said[-3000:]
+    assert _url(rreal, 1) in said.split("down: rreal-r vllm-fleet-rreal-router: ")[1], said[-3000:]
     with capsys.disabled():
         print(f"graceful stop: docker stop took {seconds:.1f} s with a stream in flight; "
               f"the stream ended whole ({got['chunks']} chunks)")

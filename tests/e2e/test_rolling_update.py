@@ -115,7 +115,8 @@ def test_a_bad_revision_is_rolled_back_under_load(roll, capsys):
     # the failed run names what the canary runs again (its newest revision) and that the new plan is not recorded
     assert re.search(rf"back on revision {kept}; the new plan [0-9a-f]{{16}} is not recorded", run.out), run.out[-3000:]
     m = re.search(r"rollout: 3 instance\(s\): rolled back 1, not reached 2; serving capacity never below 2 of 3; "
-                  r"out of service per instance: i0 ([0-9.]+) s; restored: i0 in ([0-9.]+) s", run.out)
+                  r"out of service per instance: i0 ([0-9.]+) s; drained: i0 [0-9.]+ s \(0 left, graceful stop\); "
+                  r"restored: i0 in ([0-9.]+) s", run.out)
     assert m, run.out[-3000:]
     assert 0 < float(m.group(2)) <= float(m.group(1)), m.groups()
     canary = running(roll, "roll-a")

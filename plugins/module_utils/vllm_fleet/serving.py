@@ -1,4 +1,10 @@
-"""What a vLLM server's Prometheus text says about its serving: one reading, shared.
+"""What "serving" means, one definition shared by the health gate and status, and what a vLLM
+server's Prometheus text says about its serving: one reading, shared.
+
+Serving (``request_body``, ``answered``, ``response``): the process answers a real request of
+its kind (a 1-token completion, or an embedding) with a result, through the same HTTP call in
+the gate (plugins/modules/vllm_fleet_health.py), in the router gate (requests through the
+router) and in playbooks/status.yml (which runs that module once, without waiting).
 
 The health gate (plugins/modules/vllm_fleet_health.py, on the hosts, imported as
 ``ansible.module_utils.vllm_fleet.serving``), the drain (filters ``vllm_fleet_in_flight`` and
@@ -12,6 +18,7 @@ Stdlib only: it runs on the hosts.
 from __future__ import annotations
 
 import re
+from json import loads as json_loads
 from typing import Any, Dict, Mapping, Optional
 
 # vllm_fleet_drain_timeout's default: seconds a drain waits for requests in flight (the plan's
@@ -61,3 +68,31 @@ def drain_outcome(result: Mapping[str, Any], seconds: Any = None) -> Dict[str, A
         out["text"] = (f"{int(left)} request(s) still in flight after {seconds} s: "
                        + ("vLLM's graceful stop lets them finish" if graceful else "they will be cut"))
     return out
+
+
+def request_body(kind: str, model: Optional[str], n: int = 0):
+    """(path, body) of one small real request of ``kind`` ("embedding", else a completion of one
+    token); ``n`` varies the prompt (prefix-aware router policies must not pin every request of
+    a gate to one worker)."""
+    if kind == "embedding":
+        return "/v1/embeddings", {"model": model, "input": f"vllm-fleet health check {n}"}
+    return "/v1/completions", {"model": model, "prompt": f"vllm-fleet health check {n}: hello", "max_tokens": 1}
+
+
+def response(kind: str, status: Any, text: Any) -> Optional[Dict[str, Any]]:
+    """What a real request's answer proves (endpoint, and the completion's text and finish reason,
+    or the embedding's dimension), or None when it is not a 200 answer carrying a result."""
+    if status != 200:
+        return None
+    try:
+        data = json_loads(text)
+        if kind == "embedding":
+            vector = data["data"][0]["embedding"]
+            return {"endpoint": "/v1/embeddings", "dimension": len(vector)} if vector else None
+        choice = data["choices"][0]
+        if not isinstance(choice, dict):
+            return None
+        return {"endpoint": "/v1/completions", "text": choice.get("text"), "finish_reason": choice.get("finish_reason")}
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+

@@ -4,7 +4,9 @@ data-parallel server each have their own label set)."""
 
 from __future__ import annotations
 
-from vllm_fleet.serving import drain_outcome, finished, in_flight
+import json
+
+from vllm_fleet.serving import drain_outcome, finished, in_flight, request_body, response
 
 METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge
@@ -60,3 +62,19 @@ def test_an_unreadable_metrics_endpoint_is_not_drained():
         assert out["text"].endswith("NOT drained")
         graceful = drain_outcome({"item": item(True), **result}, 1.0)
         assert graceful["text"].endswith("left to vLLM's graceful stop")
+
+
+def test_serving_is_a_real_answer_with_a_result():
+    path, body = request_body("completion", "tiny", 3)
+    assert path == "/v1/completions" and body["model"] == "tiny" and body["max_tokens"] == 1 and "3" in body["prompt"]
+    assert request_body("embedding", "minilm")[0] == "/v1/embeddings"
+    done = json.dumps({"choices": [{"text": " a", "finish_reason": "length"}]})
+    assert response("completion", 200, done) == {"endpoint": "/v1/completions", "text": " a", "finish_reason": "length"}
+    assert response("embedding", 200, json.dumps({"data": [{"embedding": [0.1, 0.2]}]})) == {
+        "endpoint": "/v1/embeddings", "dimension": 2}
+    # an error, an answer without a result, an empty vector, a proxy page: not serving
+    for kind, status, text in (("completion", 500, done), ("completion", 200, json.dumps({"choices": []})),
+                               ("completion", 200, json.dumps({"error": {"message": "overloaded"}})),
+                               ("embedding", 200, json.dumps({"data": [{"embedding": []}]})),
+                               ("completion", 200, "<html>ok</html>"), ("completion", None, "refused")):
+        assert response(kind, status, text) is None, (kind, status, text)

@@ -45,7 +45,8 @@ class Server:
     answered 503), then 200; /v1/models and /v1/embeddings answer like a vLLM pooling server
     serving `minilm`."""
 
-    def __init__(self, healthy_after: float = 0.0, after_polls: int = 0):
+    def __init__(self, healthy_after: float = 0.0, after_polls: int = 0, answer=None):
+        self.answer = answer or (200, {"data": [{"embedding": [0.1] * 384}]})
         self.t0 = time.monotonic()
         self.healthy_after = healthy_after
         self.after_polls = after_polls
@@ -73,7 +74,7 @@ class Server:
 
             def do_POST(self):  # noqa: N802
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                self._send(200, {"data": [{"embedding": [0.1] * 384}]})
+                self._send(*outer.answer)
 
             def log_message(self, *args):
                 pass
@@ -91,8 +92,8 @@ class Server:
 def server():
     made = []
 
-    def make(healthy_after=0.0, after_polls=0):
-        made.append(Server(healthy_after, after_polls))
+    def make(healthy_after=0.0, after_polls=0, answer=None):
+        made.append(Server(healthy_after, after_polls, answer))
         return made[-1]
 
     yield make
@@ -194,3 +195,14 @@ def test_masker_masks_nested_values_longest_secret_first():
     mask = mod.masker(["abc", "abcdef", None, ""])
     assert mask("x abcdef y abc") == "x ******** y ********"
     assert mod.masked({"a": ["abc", 3, {"b": "zabcdefz"}]}, mask) == {"a": ["********", 3, {"b": "z********z"}]}
+
+
+def test_serving_needs_a_real_answer_not_only_health_and_models(tmp_path, server):
+    """/health 200 and the model listed, but the request answers 200 without a result (or an
+    error): not serving, the gate fails naming the request and the answer."""
+    for answer in ((200, {"object": "error", "message": "engine dead"}), (503, {"message": "busy"})):
+        s = server(answer=answer)
+        out = run(tmp_path, url=s.url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2)
+        assert out.get("failed") and f"POST {s.url}/v1/embeddings failed (HTTP {answer[0]})" in out["msg"], out
+    ok = run(tmp_path, url=server().url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2)
+    assert not ok.get("failed") and ok["response"] == {"endpoint": "/v1/embeddings", "dimension": 384}, ok
