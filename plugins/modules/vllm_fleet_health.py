@@ -39,8 +39,10 @@ options:
         C(embedding)). After C(/health) the gate then requires C(GET /workers) to list exactly
         these workers, each in its pool and healthy (waiting for that at most O(membership_timeout)
         seconds), and sends real requests through the router until every worker's own
-        C(vllm:request_success_total) moved, at most four per worker of the largest pool. The first
-        failed request fails the gate (no retry); so does a worker that never got one."
+        C(vllm:request_success_total) moved: at most four rounds, each as many requests at once as
+        the largest pool has workers (a load-aware policy such as cache_aware sends sequential
+        requests all to its first worker). A failed request fails the gate after its round (no
+        retry, no later round); so does a worker that never got one."
     type: dict
   membership_timeout:
     description: Seconds a router may take to list exactly its planned workers, all healthy, after C(/health).
@@ -147,6 +149,7 @@ log_tail:
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 
@@ -252,21 +255,30 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
         if why:
             fail(f"cannot count the requests worker {url} answers: {why}")
     kind, model = workers.get("request") or "completion", workers.get("model")
-    bound = 4 * max(len(v) for v in pools.values()) if pools else 0
-    moved = {}
-    for n in range(1, bound + 1):
+    # rounds of as many requests at once as the largest pool has workers: a load-aware policy
+    # (cache_aware picks the least loaded worker for a new prefix, the first one on a tie) sends
+    # sequential requests all to one worker, concurrent ones to each
+    width = max(len(v) for v in pools.values()) if pools else 0
+    rounds, bound, moved = 4, 4 * width, {}
+
+    def send(n):
         path, body = request_body(kind, model, n)
         status, text = http("POST", base + path, api_key, body, timeout=120)
-        if served_response(kind, status, text) is None:
-            fail(f"request {n} through the router failed: POST {base}{path} -> "
-                 f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
-        for url in urls:
-            now, why = served_total(url, api_key)
-            if why:
-                fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
-            moved[url] = int(now - before[url])
-        if all(moved[url] > 0 for url in urls):
-            return moved
+        return n, path, status, text
+
+    with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
+        for r in range(rounds):
+            for n, path, status, text in sorted(pool.map(send, range(r * width + 1, (r + 1) * width + 1))):
+                if served_response(kind, status, text) is None:
+                    fail(f"request {n} through the router failed: POST {base}{path} -> "
+                         f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
+            for url in urls:
+                now, why = served_total(url, api_key)
+                if why:
+                    fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
+                moved[url] = int(now - before[url])
+            if all(moved[url] > 0 for url in urls):
+                return moved
     idle = [url for url in urls if moved.get(url, 0) <= 0]
     fail(f"{bound} requests through {base} all succeeded, but none reached {', '.join(idle)}: the router "
          f"lists the worker and does not route to it", routed=moved)

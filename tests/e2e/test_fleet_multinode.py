@@ -290,9 +290,9 @@ def test_mooncake_two_instances_with_master_store_and_router(fleet, cat):
     # the deploy's router gate routed requests to both engines (each one's own request counter);
     # the first request after it succeeds: no retry (the 501 CI once saw here was the stand-in
     # leaving cache_aware's /v1/completions/render body on the connection, tests/fakes)
-    m = re.search(r"vllm-fleet-mc-router healthy after [0-9.]+ s; routed (\{[^}]*\})", " ".join(run.out.split()))
-    assert m, run.out[-3000:]
-    routed = json.loads(m.group(1))
+    gate = re.search(r"vllm-fleet-mc-router healthy after [0-9.]+ s; routed (\{[^}]*\})", " ".join(run.out.split()))
+    assert gate, run.out[-3000:]
+    routed = json.loads(gate.group(1))
     assert sorted(routed) == [f"http://{ip(fleet, h)}:8000" for h in ("mc-a", "mc-b")] and min(routed.values()) >= 1, routed
     status, body = host_http(m, "POST", "http://127.0.0.1:30080/v1/completions",
                              {"model": DS, "prompt": "hello", "max_tokens": 4})

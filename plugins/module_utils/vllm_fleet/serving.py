@@ -72,11 +72,12 @@ def drain_outcome(result: Mapping[str, Any], seconds: Any = None) -> Dict[str, A
 
 def request_body(kind: str, model: Optional[str], n: int = 0):
     """(path, body) of one small real request of ``kind`` ("embedding", else a completion of one
-    token); ``n`` varies the prompt (prefix-aware router policies must not pin every request of
-    a gate to one worker)."""
+    token); ``n`` leads the prompt: vllm-router's cache_aware policy sends a request whose prefix
+    matches a worker's cached text (above its cache_threshold) to that worker, so prompts that
+    share their start would all go to the first worker and a gate could never reach the others."""
     if kind == "embedding":
-        return "/v1/embeddings", {"model": model, "input": f"vllm-fleet health check {n}"}
-    return "/v1/completions", {"model": model, "prompt": f"vllm-fleet health check {n}: hello", "max_tokens": 1}
+        return "/v1/embeddings", {"model": model, "input": f"{n}: vllm-fleet health check"}
+    return "/v1/completions", {"model": model, "prompt": f"{n}: vllm-fleet health check", "max_tokens": 1}
 
 
 def response(kind: str, status: Any, text: Any) -> Optional[Dict[str, Any]]:

@@ -78,3 +78,10 @@ def test_serving_is_a_real_answer_with_a_result():
                                ("embedding", 200, json.dumps({"data": [{"embedding": []}]})),
                                ("completion", 200, "<html>ok</html>"), ("completion", None, "refused")):
         assert response(kind, status, text) is None, (kind, status, text)
+
+
+def test_a_gates_prompts_differ_from_their_first_character():
+    """vllm-router's cache_aware policy pins a prompt whose prefix matches a worker's cache to that
+    worker: the gate's requests must not share their start (CI saw 8 of 8 go to one worker)."""
+    firsts = [request_body("completion", "m", n)[1]["prompt"][0] for n in range(1, 10)]
+    assert len(set(firsts)) == 9, firsts
