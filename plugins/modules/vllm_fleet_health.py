@@ -39,10 +39,11 @@ options:
         C(embedding)). After C(/health) the gate then requires C(GET /workers) to list exactly
         these workers, each in its pool and healthy (waiting for that at most O(membership_timeout)
         seconds), and sends real requests through the router until every worker's own
-        C(vllm:request_success_total) moved: at most four rounds, each as many requests at once as
-        the largest pool has workers (a load-aware policy such as cache_aware sends sequential
-        requests all to its first worker). A failed request fails the gate after its round (no
-        retry, no later round); so does a worker that never got one."
+        C(vllm:request_success_total) moved: at most four rounds of as many requests as the largest
+        pool has workers, each round all sent before any answer is read (a load-aware policy such
+        as cache_aware sends one-at-a-time requests all to its first worker). A failed request
+        fails the gate after its round (no retry, no later round); so does a worker that never
+        got one."
     type: dict
   membership_timeout:
     description: Seconds a router may take to list exactly its planned workers, all healthy, after C(/health).
@@ -147,9 +148,10 @@ log_tail:
   returned: failure
 """
 
+import http.client as httpclient
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+import urllib.parse
 import urllib.error
 import urllib.request
 
@@ -174,6 +176,37 @@ def http(method, url, api_key=None, body=None, timeout=30.0):
         return None, str(exc.reason)   # e.g. "[Errno 111] Connection refused"
     except OSError as exc:
         return None, str(exc)
+
+
+def post_together(base, api_key, bodies, timeout=120.0):
+    """POST each (path, body) on its own connection, every request sent before any answer is
+    read (so they are in flight at once, whatever the thread scheduling); [(status, text)]."""
+    url = urllib.parse.urlsplit(base)
+    conn_class = httpclient.HTTPSConnection if url.scheme == "https" else httpclient.HTTPConnection
+    headers = {"Content-Type": "application/json"}
+    if api_key:
+        headers["Authorization"] = "Bearer " + api_key
+    sent = []
+    for path, body in bodies:
+        conn = conn_class(url.hostname, url.port, timeout=timeout)
+        try:
+            conn.request("POST", url.path.rstrip("/") + path, json.dumps(body).encode(), headers)
+            sent.append((conn, None))
+        except OSError as exc:
+            sent.append((conn, str(exc)))
+    out = []
+    for conn, error in sent:
+        try:
+            if error is not None:
+                out.append((None, error))
+                continue
+            resp = conn.getresponse()
+            out.append((resp.status, resp.read().decode("utf-8", "replace")))
+        except (OSError, httpclient.HTTPException) as exc:
+            out.append((None, str(exc)))
+        finally:
+            conn.close()
+    return out
 
 
 MASK = "********"
@@ -255,30 +288,26 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
         if why:
             fail(f"cannot count the requests worker {url} answers: {why}")
     kind, model = workers.get("request") or "completion", workers.get("model")
-    # rounds of as many requests at once as the largest pool has workers: a load-aware policy
-    # (cache_aware picks the least loaded worker for a new prefix, the first one on a tie) sends
-    # sequential requests all to one worker, concurrent ones to each
+    # rounds of as many requests as the largest pool has workers, each round all sent before any
+    # answer is read: a load-aware policy (cache_aware picks the least loaded worker for a new
+    # prefix, the first one on a tie) sends one-at-a-time requests all to one worker
     width = max(len(v) for v in pools.values()) if pools else 0
     rounds, bound, moved = 4, 4 * width, {}
 
-    def send(n):
-        path, body = request_body(kind, model, n)
-        status, text = http("POST", base + path, api_key, body, timeout=120)
-        return n, path, status, text
-
-    with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
-        for r in range(rounds):
-            for n, path, status, text in sorted(pool.map(send, range(r * width + 1, (r + 1) * width + 1))):
-                if served_response(kind, status, text) is None:
-                    fail(f"request {n} through the router failed: POST {base}{path} -> "
-                         f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
-            for url in urls:
-                now, why = served_total(url, api_key)
-                if why:
-                    fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
-                moved[url] = int(now - before[url])
-            if all(moved[url] > 0 for url in urls):
-                return moved
+    for r in range(rounds):
+        numbers = range(r * width + 1, (r + 1) * width + 1)
+        bodies = [request_body(kind, model, n) for n in numbers]
+        for n, (path, _), (status, text) in zip(numbers, bodies, post_together(base, api_key, bodies)):
+            if served_response(kind, status, text) is None:
+                fail(f"request {n} through the router failed: POST {base}{path} -> "
+                     f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
+        for url in urls:
+            now, why = served_total(url, api_key)
+            if why:
+                fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
+            moved[url] = int(now - before[url])
+        if all(moved[url] > 0 for url in urls):
+            return moved
     idle = [url for url in urls if moved.get(url, 0) <= 0]
     fail(f"{bound} requests through {base} all succeeded, but none reached {', '.join(idle)}: the router "
          f"lists the worker and does not route to it", routed=moved)
