@@ -39,10 +39,11 @@ options:
         C(embedding)). After C(/health) the gate then requires C(GET /workers) to list exactly
         these workers, each in its pool and healthy (waiting for that at most O(membership_timeout)
         seconds), and sends real requests through the router until every worker's own
-        C(vllm:request_success_total) moved: one burst of four requests per worker of the largest
-        pool, all sent before any answer is read (a load-aware policy such as cache_aware sends
-        one-at-a-time requests all to its first worker). A failed request fails the gate (no
-        retry); so does a worker that got none."
+        C(vllm:request_success_total) moved: at most four rounds of as many requests as the largest
+        pool has workers, each round all sent before any answer is read (a load-aware policy such
+        as cache_aware sends one-at-a-time requests all to its first worker). A failed request
+        fails the gate after its round (no retry, no later round); so does a worker that never
+        got one."
     type: dict
   membership_timeout:
     description: Seconds a router may take to list exactly its planned workers, all healthy, after C(/health).
@@ -287,24 +288,26 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
         if why:
             fail(f"cannot count the requests worker {url} answers: {why}")
     kind, model = workers.get("request") or "completion", workers.get("model")
-    # one burst of 4 requests per worker of the largest pool, all sent before any answer is read:
-    # a load-aware policy (cache_aware picks the least loaded worker for a new prefix, the first
-    # one on a tie) sends one-at-a-time requests all to one worker, and under CPU load even a
-    # pair sent together was served one after the other (CI)
+    # rounds of as many requests as the largest pool has workers, each round all sent before any
+    # answer is read: a load-aware policy (cache_aware picks the least loaded worker for a new
+    # prefix, the first one on a tie) sends one-at-a-time requests all to one worker
     width = max(len(v) for v in pools.values()) if pools else 0
-    bound, moved = 4 * width, {}
-    bodies = [request_body(kind, model, n) for n in range(1, bound + 1)]
-    for n, (path, _), (status, text) in zip(range(1, bound + 1), bodies, post_together(base, api_key, bodies)):
-        if served_response(kind, status, text) is None:
-            fail(f"request {n} through the router failed: POST {base}{path} -> "
-                 f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}")
-    for url in urls:
-        now, why = served_total(url, api_key)
-        if why:
-            fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
-        moved[url] = int(now - before[url])
-    if all(moved[url] > 0 for url in urls):
-        return moved
+    rounds, bound, moved = 4, 4 * width, {}
+
+    for r in range(rounds):
+        numbers = range(r * width + 1, (r + 1) * width + 1)
+        bodies = [request_body(kind, model, n) for n in numbers]
+        for n, (path, _), (status, text) in zip(numbers, bodies, post_together(base, api_key, bodies)):
+            if served_response(kind, status, text) is None:
+                fail(f"request {n} through the router failed: POST {base}{path} -> "
+                     f"{'HTTP %s' % status if status else 'no answer'}: {text[:300]}", routed=moved)
+        for url in urls:
+            now, why = served_total(url, api_key)
+            if why:
+                fail(f"cannot count the requests worker {url} answers: {why}", routed=moved)
+            moved[url] = int(now - before[url])
+        if all(moved[url] > 0 for url in urls):
+            return moved
     idle = [url for url in urls if moved.get(url, 0) <= 0]
     fail(f"{bound} requests through {base} all succeeded, but none reached {', '.join(idle)}: the router "
          f"lists the worker and does not route to it", routed=moved)

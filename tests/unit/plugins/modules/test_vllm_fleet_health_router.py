@@ -139,8 +139,8 @@ def test_passes_when_every_planned_worker_is_listed_and_answers(tmp_path, router
     r = router([("regular", a, True), ("regular", b, True)], [a, b])
     out = gate(tmp_path, r, {"regular": [a, b]})
     assert not out.get("failed"), out
-    assert out["routed"] == {a: 4, b: 4} and r.posts == 8   # one burst of 4 per worker, round robin
-    assert out["response"] == "8 requests routed to 2 workers"
+    assert out["routed"] == {a: 1, b: 1} and r.posts == 2
+    assert out["response"] == "2 requests routed to 2 workers"
 
 
 def test_pd_pools_each_worker_in_its_pool(tmp_path, router, workers):
@@ -182,8 +182,8 @@ def test_first_failed_request_fails_the_gate(tmp_path, router, workers):
     r = router([("regular", a, True), ("regular", b, True)], [a, b], mode="fail")
     out = gate(tmp_path, r, {"regular": [a, b]})
     assert out["failed"] and "request 1 through the router failed" in out["msg"] and "HTTP 503" in out["msg"]
-    # one burst (4 per worker), then nothing: no retry
-    assert r.posts == 8, "no request after the failed burst"
+    # one round (as many requests at once as the pool has workers), then nothing: no retry
+    assert r.posts == 2, "no request after the first failed round"
 
 
 def test_fails_when_a_listed_worker_never_gets_a_request(tmp_path, router, workers):
@@ -205,11 +205,11 @@ def test_unreadable_worker_metrics_fail_naming_the_worker(tmp_path, router, work
 def test_a_least_loaded_router_is_reached_on_every_worker(tmp_path, router, workers):
     """A policy that sends a request to the least loaded worker, the first on a tie, routes
     one-at-a-time requests all to the first worker (CI saw 8 of 8 with vllm-router's cache_aware):
-    the gate sends its burst of requests before it reads any answer, so each worker gets some, even
+    the gate sends each round's requests before it reads any answer, so each worker gets one, even
     when a request is answered within milliseconds (no hold: the stand-ins of the e2e tests)."""
     a, b, c = workers
     r = router([("regular", a, True), ("regular", b, True), ("regular", c, True)], [a, b, c], mode="least_loaded")
     out = gate(tmp_path, r, {"regular": [a, b, c]})
     assert not out.get("failed"), out
     assert sorted(out["routed"]) == sorted([a, b, c]) and min(out["routed"].values()) >= 1, out
-    assert r.posts == 12, r.posts   # one burst of 4 per worker
+    assert r.posts <= 12 and r.posts % 3 == 0, r.posts   # whole rounds of 3, at most 4
