@@ -16,7 +16,7 @@ from collections.abc import Mapping
 # not controller-side plugins.
 try:
     from vllm_fleet.rollout import rollout as _rollout
-    from vllm_fleet.rollout import rollout_batches
+    from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
     from vllm_fleet.serving import drain_outcome, in_flight
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
@@ -305,6 +305,9 @@ class FilterModule:
             "vllm_fleet_switch_steps": switch_steps,
             "vllm_fleet_retired": retired,
             "vllm_fleet_drained": drained,
+            "vllm_fleet_membership_changes": membership_changes,
+            "vllm_fleet_router_reconcile": router_reconcile,
+            "vllm_fleet_membership_calls": membership_calls,
             "vllm_fleet_in_flight": in_flight,
             "vllm_fleet_drain_outcome": drain_outcome,
         }

@@ -235,11 +235,30 @@ def _router_urls(fleet):
     return sorted(json.loads(out.stdout)["urls"])
 
 
+ROUTER_UNIT = "vllm-fleet-roll-router.service"
+
+
+def _router_process(fleet):
+    """The router's main PID and start time (systemd), and the worker list its unit reads at its
+    next start (its .workers file)."""
+    show = host_exec(fleet.container("roll-r"), ["systemctl", "show", "-p", "MainPID,ExecMainStartTimestampMonotonic",
+                                                 "--value", ROUTER_UNIT])
+    workers = host_exec(fleet.container("roll-r"), ["cat", "/etc/vllm-fleet/vllm-fleet-roll-router.workers"])
+    assert show.returncode == 0 and workers.returncode == 0, (show, workers)
+    pid, started = show.stdout.split()
+    assert int(pid) > 0, show.stdout
+    urls = workers.stdout.strip().split("=", 1)[1].strip('"').split()
+    return (int(pid), started), sorted(urls)
+
+
 def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, capsys):
     """The seed alone on a FAKE 8 x H200 host with vllm_fleet_replicas_per_host auto: 8 replicas,
     one GPU and one port each, all behind the router (a first deploy starts them at once). Down
-    to 2: the 6 dropped ones leave the router and go, r0 and r1 run on untouched. Then a changed
-    flag under load: r0 (the canary) and r1 switch one after the other, 0 failed requests.
+    to 2: the 6 dropped ones leave the router and go, r0 and r1 run on untouched. Up to 3 under
+    load, then back to 2 with a changed flag under load: r2 leaves, r0 (the canary) and r1 switch
+    one after the other, 0 failed requests. The router is never restarted: every change of its
+    workers goes through its API (same PID and start time), and its .workers file (what it
+    reads at its next start) follows the plan.
     (VLLM_STANDIN_CHECK=0: the argv is compared here, not parsed by the real vLLM.)"""
     # roll-b and roll-c leave the deployment (`vllm_fleet_recipe:` unset in a layer): a limit
     # plans a deployment over all its hosts, so "roll" is now roll-a and its router roll-r
@@ -280,6 +299,8 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
         assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(seed_argv) + ["--port", str(8000 + i)]
     address = roll.hosts["roll-a"]["ip"]
     assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(8))
+    router, on_disk = _router_process(roll)
+    assert on_disk == _router_urls(roll)
     assert "idle GPUs" not in run.out   # 8 replicas x TP 1 cover the 8 GPUs
     # two replicas: r2-r7 leave the router and go; r0, r1 run as they were (same containers)
     two = {**auto, "vllm_fleet_replicas_per_host": 2}
@@ -289,14 +310,30 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     got = _replicas()
     assert sorted(got) == ["r0", "r1"] and {k: c["Id"] for k, c in got.items()} == kept, sorted(got)
     assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001))
+    assert _router_process(roll) == (router, _router_urls(roll)), "the router restarted or its file is stale"
     assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
-    # a changed flag under load: the canary r0, then r1, each out of the router while it switches
+    # up to 3 under load: r2 starts, passes its gate and joins the router; r0 and r1 untouched
+    load = Load(roll, "scale-up", SEED)
+    three = {**auto, "vllm_fleet_replicas_per_host": 3}
+    up = playbook("deploy.yml", inventory, *limit, "-e", json.dumps(three))
+    up_stats = load.stop(capsys)
+    assert up.rc == 0, up
+    assert up_stats["failed"] == 0 and up_stats["requests"] >= 10, up_stats
+    assert up_stats["min_workers"] == 2 and up_stats["max_workers"] == 3, up_stats
+    got = _replicas()
+    assert sorted(got) == ["r0", "r1", "r2"] and {k: got[k]["Id"] for k in kept} == kept, sorted(got)
+    assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001, 8002))
+    assert _router_process(roll) == (router, _router_urls(roll)), "the router restarted or its file is stale"
+    # back to 2 with a changed flag under load: r2 leaves the router and goes with the first
+    # step, then the canary r0 and r1 switch, each out of the router while it switches
     load = Load(roll, "replicas", SEED)
     update = playbook("deploy.yml", inventory, *limit, "-e", json.dumps({**two, "vllm_fleet_extra_args": GOOD}))
     stats = load.stop(capsys)
     assert update.rc == 0, update
     assert stats["failed"] == 0 and stats["requests"] >= 30, stats
-    assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
+    assert stats["min_workers"] == 1 and stats["max_workers"] == 3, stats
+    assert _router_process(roll) == (router, sorted(f"http://{address}:{p}" for p in (8000, 8001))), \
+        "the router restarted or its file is stale"
     got = _replicas()
     assert sorted(got) == ["r0", "r1"], sorted(got)   # no -prev left
     for key, c in got.items():
@@ -304,5 +341,6 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     down = playbook("teardown.yml", inventory, *limit)
     assert down.rc == 0 and _replicas() == {}, down
     with capsys.disabled():
-        print(f"\nreplicas: deploy 8 in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, "
-              f"an update of 2 under load in {update.seconds:.0f} s, teardown in {down.seconds:.0f} s")
+        print(f"\nreplicas: deploy 8 in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, up to 3 under "
+              f"load in {up.seconds:.0f} s, down to 2 with an update under load in {update.seconds:.0f} s, "
+              f"teardown in {down.seconds:.0f} s; router PID {router[0]} throughout")

@@ -51,7 +51,8 @@ class PlannedProcess:
     mounts: List[str] = _doc("host dirs mounted read-only (configs)", default_factory=list)
     secret_env: List[str] = _doc("env names given from vaulted vars", default_factory=list)
     credentials: List[Dict[str, str]] = _doc("secrets passed as files (uv)", default_factory=list)
-    hash: str = _doc("of argv, env, image, port, packages (+ the secrets' digest)", default="")
+    hash: str = _doc("of argv (a plain router's: without its workers), env, image, port, packages (+ the "
+                     "secrets' digest)", default="")
     drain: Optional[Dict[str, Any]] = _doc("the router that lists it: router_host, router_port, url", default=None)
     stop_timeout: Optional[int] = _doc(
         "seconds its runtime waits after SIGTERM before it kills the process (docker stop timeout, systemd "
@@ -61,6 +62,11 @@ class PlannedProcess:
         "a router's workers, which its gate expects it to list and to route requests to: pools (regular | "
         "prefill | decode -> URLs), model (the served name), request (completion | embedding); None (left "
         "out): not a router. Not hashed (the URLs are in argv)", default=None)
+    membership: Optional[Dict[str, Any]] = _doc(
+        "a plain router's workers as its API changes them without a restart (planargv.router_membership): "
+        "flag, urls, env (the variable its unit's ExecStart reads them from at its next start), argv (the "
+        "command without them, which its hash covers); None (left out): not such a router. Not hashed "
+        "(the URLs are in argv)", default=None)
     # gpus, replica, devices, cpus: left out of the dict when None, so plans (and hashes) of
     # deployments that do not set them stay what they were
     gpus: Optional[List[int]] = _doc("the host's GPUs it may use (vllm_fleet_gpus); None (left out): every GPU",
@@ -89,10 +95,10 @@ class PlannedProcess:
         would change every host's hash (accelerator.py folds a changed setting into ``hash``)."""
         out = asdict(self)
         if not with_drain:
-            for key in ("drain", "container", "unit", "workers", "stop_timeout"):
+            for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership"):
                 del out[key]
         for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit", "workers",
-                    "stop_timeout"):
+                    "stop_timeout", "membership"):
             if key in out and out[key] is None:
                 del out[key]
         return out

@@ -126,6 +126,28 @@ def router_argv(argv: List[str]) -> List[str]:
     return [tok for flag in out for tok in [flag] + values.get(flag, [])]
 
 
+MEMBERSHIP_ENV = "VLLM_FLEET_WORKER_URLS"
+
+
+def router_membership(argv: Sequence[str]) -> Optional[Dict[str, Any]]:
+    """A plain router's workers, which a running vllm-router changes through its API
+    (``/add_worker``, ``/remove_worker``) without a restart: ``flag`` (--worker-urls), ``urls``,
+    ``env`` (the variable its unit reads them from, for its next start) and ``argv`` (the command
+    without them: what a restart depends on). None where the API cannot change them: a P/D
+    router (vllm-router 0.1.17's P/D mode answers /add_worker with "PD router requires specific
+    add_prefill_server or add_decode_server methods", which it does not serve over HTTP), a
+    router without --worker-urls, or one whose list is not plain URLs."""
+    argv = [str(a) for a in argv]
+    flag = "--worker-urls"
+    if argv.count(flag) != 1 or any(f in argv for f in ("--vllm-pd-disaggregation", "--prefill", "--decode")):
+        return None
+    urls = flag_values_list(argv, flag)
+    if not urls or not all(u.startswith(("http://", "https://")) for u in urls):
+        return None
+    at = argv.index(flag)
+    return {"flag": flag, "urls": urls, "env": MEMBERSHIP_ENV, "argv": argv[:at] + argv[at + 1 + len(urls):]}
+
+
 _ANY_ADDRESS = (None, "0.0.0.0", "::", "[::]")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")

@@ -15,7 +15,8 @@ from .render import as_list, as_map
 from .shell import dedupe
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, DEFAULT_PORT, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
-from .planargv import bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv, gpus_per_node, substitute
+from .planargv import (bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv,
+                       router_membership, gpus_per_node, substitute)
 from .vllmargs import PRIVILEGED_PORTS, flag_name, has_flag
 
 
@@ -86,8 +87,11 @@ def planned_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         # the one capability a server on a privileged port needs (the opt-in; contract.py refuses such
         # ports without it); every other process keeps none
         planned.capabilities = ["NET_BIND_SERVICE"]
-    hashed = {"argv": planned.argv, "env": planned.env, "image": planned.image, "port": planned.port,
-              "packages": planned.packages}
+    # a plain router's workers change through its API, not by a restart: its hash (the restart
+    # key in its unit) leaves them out; the host plan's hash still covers them (argv)
+    planned.membership = router_membership(planned.argv) if planned.kind == "router" else None
+    hashed = {"argv": planned.membership["argv"] if planned.membership else planned.argv, "env": planned.env,
+              "image": planned.image, "port": planned.port, "packages": planned.packages}
     # the secrets this process gets (table: secret_table), by the keyed digest of their values
     mine = secret_table.for_process(as_list(settings.get("secrets")), planned.kind, bool(dep.store))
     if mine:

@@ -54,6 +54,39 @@ def drain_targets(out: Dict[str, HostPlan]) -> None:
                           "request": (first.health.get("request") or "completion") if first else "completion"}
 
 
+def membership_changes(processes: Any, change: str) -> List[Dict[str, Any]]:
+    """Take ``processes`` out of (``change`` "remove": a drain) or put them back into ("add":
+    an undrain) the router that lists them (their ``drain`` target): one change per process."""
+    return [{"name": p["name"], "router_host": p["drain"]["router_host"], "router_port": p["drain"]["router_port"],
+             change: [p["drain"]["url"]]} for p in processes or [] if p.get("drain")]
+
+
+def router_reconcile(routers: Any, host: str) -> List[Dict[str, Any]]:
+    """Bring each running plain router of ``host`` to its planned workers (``membership``): the
+    plan's URLs added where missing, every other listed URL removed."""
+    return [{"name": r["name"], "router_host": host, "router_port": r["port"], "add": list(r["membership"]["urls"]),
+             "only": list(r["membership"]["urls"])} for r in routers or [] if r.get("membership")]
+
+
+def membership_calls(changes: Any, reads: Any) -> List[Dict[str, Any]]:
+    """The router API calls (``/add_worker`` or ``/remove_worker`` of ``url``) that each change
+    needs, given what its router listed (``reads``: the results of GET /list_workers, in the
+    order of ``changes``). A router that did not answer gets no call: it is not started yet (a
+    first deploy starts it after its engines, with every worker in its argv), and its gate
+    judges it."""
+    out: List[Dict[str, Any]] = []
+    for change, read in zip(changes or [], reads or []):
+        if not isinstance(read, Mapping) or read.get("status") != 200:
+            continue
+        listed = [str(u) for u in ((read.get("json") or {}).get("urls") or [])]
+        where = {"name": change["name"], "router_host": change["router_host"], "router_port": change["router_port"]}
+        out += [{**where, "call": "add_worker", "url": url} for url in change.get("add") or [] if url not in listed]
+        only = change.get("only")
+        out += [{**where, "call": "remove_worker", "url": url} for url in listed
+                if url in (change.get("remove") or []) or (only is not None and url not in only)]
+    return out
+
+
 DEFAULT_BATCHES: Tuple[Any, ...] = (1, "25%")   # a canary instance, then a quarter at a time
 
 

@@ -191,6 +191,15 @@ UNIT_PLAY = """\
       loop:
         - {name: plain, kind: vllm, argv: [vllm, serve, m, --port, "8000"], hash: h1}
         - {name: low, kind: vllm, argv: [vllm, serve, m, --port, "80"], hash: h2, capabilities: [NET_BIND_SERVICE]}
+        - name: router
+          kind: router
+          argv: [vllm-router, --port, "9000", --worker-urls, "http://a:1", "http://a:2", --policy, round_robin]
+          hash: h3
+          membership:
+            flag: --worker-urls
+            urls: ["http://a:1", "http://a:2"]
+            env: VLLM_FLEET_WORKER_URLS
+            argv: [vllm-router, --port, "9000", --policy, round_robin]
 """
 
 
@@ -211,3 +220,12 @@ def test_unit_file_grants_the_capability_only_when_planned(tmp_path):
     assert "NoNewPrivileges=yes" in low
     assert "Capabilit" not in plain
     assert "ExecStart=/opt/venv/bin/vllm serve m --port 80" in low
+    # a plain router: its workers come from a file of their own (systemd splits the unbraced
+    # variable into words), so its unit does not change when only they do
+    router = (tmp_path / "router.service").read_text().splitlines()
+    assert ("ExecStart=/opt/venv/bin/vllm-router --port 9000 --policy round_robin "
+            "--worker-urls $VLLM_FLEET_WORKER_URLS") in router
+    assert [line for line in router if line.startswith("EnvironmentFile=")] == [
+        "EnvironmentFile=/etc/vllm-fleet/router.env", "EnvironmentFile=/etc/vllm-fleet/router.workers"]
+    assert not any("http://a:" in line for line in router)
+    assert "EnvironmentFile=/etc/vllm-fleet/plain.env" in plain and ".workers" not in plain

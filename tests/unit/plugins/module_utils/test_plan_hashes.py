@@ -18,15 +18,17 @@ from vllm_fleet.plan import plan
 # host: (host plan hash, {process name: process hash}), as planned before the rename. Changed on
 # purpose once since: every vLLM engine got --shutdown-timeout (vllm_fleet_drain_timeout, vLLM's
 # graceful stop), so the first run after that upgrade rolls each engine once (drained, batch by
-# batch); the routers' and Mooncake services' hashes stayed as they were.
+# batch); the routers' and Mooncake services' hashes stayed as they were. And once more: a plain
+# router's hash (the restart key in its unit) leaves out its worker URLs, which its API changes
+# without a restart, so the first run after that upgrade restarts each plain router once.
 EXAMPLE = {
     "cpu-01": ("42670db6f220dfb5", {"vllm-fleet-minilm": "4081dba77bd1192a"}),
     "h200-31": ("b8f223da96cbac68", {"vllm-fleet-dsv3-mooncake-i0": "ac82f219825777c5"}),
     "h200-32": ("abb5143edb049ba0", {"vllm-fleet-dsv3-mooncake-i1": "ac82f219825777c5"}),
-    "kv-01": ("7c76b61333c96f8c", {
+    "kv-01": ("6759aa8cbcb42465", {
         "vllm-fleet-dsv3-mooncake-mooncake-master": "c749d8e0100a226d",
         "vllm-fleet-dsv3-mooncake-mooncake-store": "2434dfc0cd438bdd",
-        "vllm-fleet-dsv3-mooncake-router": "b3b38f5f1171b23e",
+        "vllm-fleet-dsv3-mooncake-router": "59a8cce39173572a",
     }),
     "h200-11": ("02fd752daa07b5ea", {"vllm-fleet-dsv3-tp16-i0-head0": "e29c5907fbd81c2a"}),
     "h200-12": ("1f59693d6002537e", {"vllm-fleet-dsv3-tp16-i0-worker1": "d7917f739d9b464d"}),
