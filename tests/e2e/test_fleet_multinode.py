@@ -284,9 +284,15 @@ def test_mooncake_two_instances_with_master_store_and_router(fleet, cat):
     assert "50051" in listening, listening
     store_cfg = json.loads(host_exec(m, ["cat", "/etc/vllm-fleet/mc/mooncake-store.json"]).stdout)
     assert store_cfg["global_segment_size"] == "256MB" and store_cfg["master_server_address"].endswith(":50051")
+    # the router's unit reads its workers from its .workers file (its API changes them without a
+    # restart): the running process got both engines in one --worker-urls list
     router = host_exec(m, ["systemctl", "show", "-p", "ExecStart", "vllm-fleet-mc-router.service"]).stdout
-    assert (f"--worker-urls http://{ip(fleet, 'mc-a')}:8000 http://{ip(fleet, 'mc-b')}:8000") in router, router
+    assert "--worker-urls $VLLM_FLEET_WORKER_URLS" in router and "http://" not in router, router
     assert "--policy cache_aware" in router and "--port 30080" in router
+    pid = host_exec(m, ["systemctl", "show", "-p", "MainPID", "--value", "vllm-fleet-mc-router.service"]).stdout.strip()
+    cmdline = host_exec(m, ["cat", f"/proc/{pid}/cmdline"]).stdout.rstrip("\0").split("\0")
+    at = cmdline.index("--worker-urls")
+    assert cmdline[at + 1:] == [f"http://{ip(fleet, h)}:8000" for h in ("mc-a", "mc-b")], cmdline
     # the deploy's router gate routed requests to both engines (each one's own request counter);
     # the first request after it succeeds: no retry (the 501 CI once saw here was the stand-in
     # leaving cache_aware's /v1/completions/render body on the connection, tests/fakes)

@@ -101,7 +101,9 @@ def test_pd_with_real_vllm_on_both_sides_moves_the_kv_cache(pdreal, capsys):
     for name in (PREFILL, DECODE):
         c = docker_inspect(name)
         assert c is not None and c["State"]["Running"], name
-        assert KV_CONFIG in c["Config"]["Cmd"] and f"{KV_DIR}:/kv-share" in c["HostConfig"]["Binds"], name
+        cmd = c["Config"]["Cmd"]
+        assert json.loads(cmd[cmd.index("--kv-transfer-config") + 1]) == json.loads(KV_CONFIG), cmd
+        assert f"{KV_DIR}:/kv-share:rw" in c["HostConfig"]["Binds"], c["HostConfig"]["Binds"]
     # the gate routed through the router: each request reached the prefill and the decode server
     m = re.search(r"vllm-fleet-pdreal-router healthy after [0-9.]+ s; routed (\{[^}]*\})", " ".join(run.out.split()))
     assert m, run.out[-3000:]
