@@ -285,14 +285,15 @@ def test_mooncake_two_instances_with_master_store_and_router(fleet, cat):
     store_cfg = json.loads(host_exec(m, ["cat", "/etc/vllm-fleet/mc/mooncake-store.json"]).stdout)
     assert store_cfg["global_segment_size"] == "256MB" and store_cfg["master_server_address"].endswith(":50051")
     # the router's unit reads its workers from its .workers file (its API changes them without a
-    # restart): the running process got both engines in one --worker-urls list
+    # restart): the running router lists both engines, each once (its own GET /list_workers)
     router = host_exec(m, ["systemctl", "show", "-p", "ExecStart", "vllm-fleet-mc-router.service"]).stdout
     assert "--worker-urls $VLLM_FLEET_WORKER_URLS" in router and "http://" not in router, router
     assert "--policy cache_aware" in router and "--port 30080" in router
-    pid = host_exec(m, ["systemctl", "show", "-p", "MainPID", "--value", "vllm-fleet-mc-router.service"]).stdout.strip()
-    cmdline = host_exec(m, ["cat", f"/proc/{pid}/cmdline"]).stdout.rstrip("\0").split("\0")
-    at = cmdline.index("--worker-urls")
-    assert cmdline[at + 1:] == [f"http://{ip(fleet, h)}:8000" for h in ("mc-a", "mc-b")], cmdline
+    listed = host_exec(m, ["python3", "-c", "import urllib.request as u; "
+                           "print(u.urlopen('http://127.0.0.1:30080/list_workers', timeout=10).read().decode())"])
+    assert listed.returncode == 0, listed.stdout
+    urls = json.loads(listed.stdout)["urls"]
+    assert sorted(urls) == sorted(f"http://{ip(fleet, h)}:8000" for h in ("mc-a", "mc-b")), urls
     # the deploy's router gate routed requests to both engines (each one's own request counter);
     # the first request after it succeeds: no retry (the 501 CI once saw here was the stand-in
     # leaving cache_aware's /v1/completions/render body on the connection, tests/fakes)
