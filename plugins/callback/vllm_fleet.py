@@ -12,6 +12,10 @@ DOCUMENTATION = """
         line every O(heartbeat) seconds for a task that is still running on some hosts
         (image pulls, venv installs, long module calls), with the hosts and the elapsed time,
         so a run never stays silent for long.
+      - "A task result carrying C(vllm_fleet_document) (status.yml's JSON document) is printed
+        as that document, one line of JSON. With C(-e vllm_fleet_status_format=json) the
+        whole output goes to stderr and stdout carries the document alone (a pipe to C(jq)
+        or a cron job reads it as is)."
       - The health gate (vllm_fleet_health) prints its own progress lines (what it awaits and
         the server's last log line), so it is left out.
     extends_documentation_fragment:
@@ -31,6 +35,8 @@ DOCUMENTATION = """
             key: heartbeat
 """
 
+import json
+import sys
 import threading
 import time
 
@@ -38,6 +44,16 @@ from ansible.plugins.callback.default import CallbackModule as DefaultCallback
 
 # tasks that report their own progress
 SELF_REPORTING = {"vllm_fleet_health"}
+# a result key whose value is printed as a JSON document, and the extra var that makes stdout
+# carry that document alone
+DOCUMENT_KEY = "vllm_fleet_document"
+DOCUMENT_SWITCH = ("vllm_fleet_status_format", "json")
+
+
+def _result_dict(result):
+    """The task result's dict (ansible-core 2.19's ``result``, 2.17's ``_result``)."""
+    got = getattr(result, "result", None)
+    return got if isinstance(got, dict) else getattr(result, "_result", {}) or {}
 
 
 def _host_task(result):
@@ -58,6 +74,7 @@ class CallbackModule(DefaultCallback):
         self._lock = threading.Lock()
         self._thread = None
         self._stop = threading.Event()
+        self._stdout = None     # the real stdout, while the rest of the output goes to stderr
 
     # --- bookkeeping --------------------------------------------------------------------------
     def _interval(self):
@@ -119,6 +136,15 @@ class CallbackModule(DefaultCallback):
     # --- events -------------------------------------------------------------------------------
     def v2_playbook_on_play_start(self, play):
         self._forget_all()
+        if self._stdout is None:
+            try:
+                extra = play.get_variable_manager().extra_vars or {}
+            except AttributeError:
+                extra = {}
+            name, value = DOCUMENT_SWITCH
+            if str(extra.get(name, "")) == value:
+                # from here on Ansible's lines go to stderr; stdout gets the document alone
+                self._stdout, sys.stdout = sys.stdout, sys.stderr
         super().v2_playbook_on_play_start(play)
 
     def v2_playbook_on_task_start(self, task, is_conditional):
@@ -132,6 +158,15 @@ class CallbackModule(DefaultCallback):
 
     def v2_runner_on_ok(self, result, *args, **kwargs):
         self._untrack(result)
+        found = _result_dict(result)
+        if DOCUMENT_KEY in found:
+            text = json.dumps(found[DOCUMENT_KEY], sort_keys=True, default=str)
+            out = self._stdout or sys.stdout
+            out.write(text + "\n")
+            out.flush()
+            if self._stdout is not None:
+                self._display.display(f"ok: [{_host_task(result)[0]}] => the JSON document ({len(text)} bytes) is on stdout")
+            return
         super().v2_runner_on_ok(result, *args, **kwargs)
 
     def v2_runner_on_failed(self, result, *args, **kwargs):
@@ -150,3 +185,5 @@ class CallbackModule(DefaultCallback):
         self._stop.set()
         self._forget_all()
         super().v2_playbook_on_stats(stats)
+        if self._stdout is not None:
+            sys.stdout, self._stdout = self._stdout, None

@@ -18,6 +18,7 @@ try:
     from vllm_fleet.rollout import rollout as _rollout
     from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
     from vllm_fleet.serving import drain_outcome, in_flight
+    from vllm_fleet import status as _status
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -101,7 +102,8 @@ def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollbac
 def status_processes(recorded, plan=None) -> list:
     """What status.yml reports on a host: every process of every deployment the host recorded
     (its current revision), and today's planned processes of a deployment it never recorded.
-    Each: deployment, revision (None: never deployed), recipe, the process, and ``inventory``:
+    Each: deployment, revision (None: never deployed), recipe, unit (the host's instance), the
+    process, and ``inventory``:
     ``current`` (today's plan is what runs), ``changed`` (deploy.yml would change it),
     ``orphan`` (no longer in the inventory) or ``not deployed``."""
     out = []
@@ -115,11 +117,11 @@ def status_processes(recorded, plan=None) -> list:
             inventory = "current" if record.get("hash") == (plan or {}).get("hash") else "changed"
         for proc in rplan.get("processes") or []:
             out.append({"deployment": name, "revision": entry.get("current"), "recipe": rplan.get("recipe"),
-                        "process": proc, "inventory": inventory})
+                        "unit": rplan.get("unit"), "process": proc, "inventory": inventory})
     if today and today not in (recorded or {}):
         for proc in plan.get("processes") or []:
-            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "process": proc,
-                        "inventory": "not deployed"})
+            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "unit": plan.get("unit"),
+                        "process": proc, "inventory": "not deployed"})
     return out
 
 
@@ -310,4 +312,8 @@ class FilterModule:
             "vllm_fleet_membership_calls": membership_calls,
             "vllm_fleet_in_flight": in_flight,
             "vllm_fleet_drain_outcome": drain_outcome,
+            "vllm_fleet_status_rows": _status.rows,
+            "vllm_fleet_status_not_serving": _status.not_serving,
+            "vllm_fleet_status_document": _status.document,
+            "vllm_fleet_status_table": _status.table,
         }

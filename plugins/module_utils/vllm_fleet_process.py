@@ -21,18 +21,40 @@ One vocabulary for both runtimes (the docker and systemd words it maps are in th
 from __future__ import annotations
 
 import json
+import re
+import time
+from datetime import datetime, timezone
 
 STATES = ("running", "starting", "restarting", "stopping", "stopped", "failed", "absent", "unknown")
 ALIVE = ("running", "starting", "restarting")   # a process that holds (or is about to hold) its port
 PLAN_LABEL = "vllm-fleet.plan-hash"
 
 _DOCKER_FORMAT = '{{json .State}}\t{{.RestartCount}}\t{{index .Config.Labels "' + PLAN_LABEL + '"}}'
-_SYSTEMD_PROPS = "LoadState,ActiveState,SubState,NRestarts,MainPID,ExecMainStatus"
+_SYSTEMD_PROPS = "LoadState,ActiveState,SubState,NRestarts,MainPID,ExecMainStatus,ExecMainStartTimestampMonotonic"
 
 
-def _result(state, raw, restarts=0, pid=None, plan_hash=None, exit_code=None):
+def _result(state, raw, restarts=0, pid=None, plan_hash=None, exit_code=None, uptime=None):
     return {"state": state, "running": state == "running", "alive": state in ALIVE, "restarts": int(restarts or 0),
-            "pid": pid or None, "plan_hash": plan_hash or None, "exit_code": exit_code, "raw": raw}
+            "pid": pid or None, "plan_hash": plan_hash or None, "exit_code": exit_code, "raw": raw,
+            "uptime_s": int(uptime) if uptime is not None and state == "running" and uptime >= 0 else None}
+
+
+def docker_uptime(started_at, now=None):
+    """Seconds since docker's State.StartedAt ("2026-12-05T07:01:02.123456789Z"), or None."""
+    text = str(started_at or "")
+    m = re.match(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$", text)
+    if not m or text.startswith("0001-"):
+        return None
+    started = datetime.fromisoformat(m.group(1) + ("+00:00" if m.group(2) == "Z" else m.group(2)))
+    return (now if now is not None else time.time()) - started.timestamp()
+
+
+def unit_uptime(monotonic_usec, now=None):
+    """Seconds since systemd's ExecMainStartTimestampMonotonic (microseconds of CLOCK_MONOTONIC), or None."""
+    text = str(monotonic_usec or "")
+    if not text.isdigit() or text == "0":
+        return None
+    return (now if now is not None else time.clock_gettime(time.CLOCK_MONOTONIC)) - int(text) / 1e6
 
 
 def docker_state(run_command, name):
@@ -64,7 +86,7 @@ def docker_state(run_command, name):
         state = "unknown"
     restarts = parts[1] if len(parts) > 1 and parts[1].strip().isdigit() else 0
     label = parts[2].strip() if len(parts) > 2 and parts[2].strip() not in ("", "<no value>") else None
-    return _result(state, status, restarts, st.get("Pid") or None, label, code)
+    return _result(state, status, restarts, st.get("Pid") or None, label, code, docker_uptime(st.get("StartedAt")))
 
 
 def unit_state(run_command, name):
@@ -91,11 +113,12 @@ def unit_state(run_command, name):
     restarts = props.get("NRestarts", "0")
     pid = int(props["MainPID"]) if props.get("MainPID", "0").isdigit() and props["MainPID"] != "0" else None
     code = int(props["ExecMainStatus"]) if props.get("ExecMainStatus", "").isdigit() else None
-    return _result(state, f"{active}/{sub}", restarts if restarts.isdigit() else 0, pid, None, code)
+    return _result(state, f"{active}/{sub}", restarts if restarts.isdigit() else 0, pid, None, code,
+                   unit_uptime(props.get("ExecMainStartTimestampMonotonic")))
 
 
 def state(run_command, runtime, name):
-    """``{state, running, alive, restarts, pid, plan_hash, exit_code, raw}`` of the process
+    """``{state, running, alive, restarts, pid, plan_hash, exit_code, raw, uptime_s}`` of the process
     ``name`` of ``runtime`` (docker: a container; uv / service: a systemd unit). ``plan_hash``
     is the container's vllm-fleet.plan-hash label (units carry none); ``raw`` is the runtime's
     own word (for messages)."""

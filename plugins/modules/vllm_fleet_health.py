@@ -92,6 +92,13 @@ options:
     description: Lines of log returned on failure.
     type: int
     default: 40
+  observe:
+    description:
+      - "For a vLLM server (O(served_model_name) set): before the gate, read its C(/metrics) twice,
+        O(observe) seconds apart, and C(/version), and return what they say as C(load) (status.yml's
+        load columns). C(0) reads nothing."
+    type: float
+    default: 0
 author: vllm-fleet
 """
 
@@ -146,6 +153,13 @@ log_tail:
   description: Last lines of the process log, secrets masked.
   type: str
   returned: failure
+load:
+  description:
+    - "With O(observe): C(running), C(waiting) (requests), C(kv_cache_pct), C(generation_tok_s),
+      C(prompt_tok_s) (over C(window_s) seconds), C(version) (GET /version); a value the server
+      did not give is null; C(error) when /metrics could not be read."
+  type: dict
+  returned: with observe, success and failure
 """
 
 import http.client as httpclient
@@ -158,6 +172,7 @@ import urllib.request
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_fleet_process import state as process_state
 from ansible.module_utils.vllm_fleet.serving import finished, request_body, response as served_response
+from ansible.module_utils.vllm_fleet.serving import load as load_of, version as version_of
 
 
 def http(method, url, api_key=None, body=None, timeout=30.0):
@@ -313,6 +328,22 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
          f"lists the worker and does not route to it", routed=moved)
 
 
+def observe(base, api_key, seconds):
+    """The server's load (module_utils serving.load) from two /metrics reads ``seconds`` apart,
+    and the version it reports; read before the gate's own request, which it would count."""
+    status, before = http("GET", base + "/metrics", api_key, timeout=10)
+    t0 = time.monotonic()
+    if status != 200:
+        return {"error": f"GET {base}/metrics: {'HTTP %s' % status if status else before}"[:300]}
+    version = version_of(*http("GET", base + "/version", api_key, timeout=10))
+    time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
+    status, after = http("GET", base + "/metrics", api_key, timeout=10)
+    window = time.monotonic() - t0
+    if status != 200:
+        after, window = before, 0
+    return {**load_of(before, after, window), "version": version, "window_s": round(window, 1)}
+
+
 class Process:
     def __init__(self, module, runtime, name, lines):
         self.module, self.runtime, self.name, self.lines = module, runtime, name, lines
@@ -367,6 +398,7 @@ def main():
             log_lines=dict(type="int", default=40),
             workers=dict(type="dict"),
             membership_timeout=dict(type="float", default=60),
+            observe=dict(type="float", default=0),
         ),
         supports_check_mode=True,
     )
@@ -374,12 +406,13 @@ def main():
     base = p["url"].rstrip("/")
     proc = Process(module, p["runtime"] if p["process_name"] else "none", p["process_name"], p["log_lines"])
     mask = masker([p["api_key"], p["hf_token"]])
+    seen = {"load": observe(base, p["api_key"], p["observe"])} if p["observe"] > 0 and p["served_model_name"] else {}
 
     def fail(msg, **extra):
-        module.fail_json(msg=mask(msg), log_tail=mask(proc.log_tail()), **masked(extra, mask))
+        module.fail_json(msg=mask(msg), log_tail=mask(proc.log_tail()), **masked({**seen, **extra}, mask))
 
     def done(**result):
-        module.exit_json(**{"changed": False, "waiting": False, **masked(result, mask)})
+        module.exit_json(**{"changed": False, "waiting": False, **masked({**seen, **result}, mask)})
 
     start = time.monotonic()
     waited = max(0.0, p["waited"])

@@ -73,6 +73,10 @@ processes:
     exit_code:
       description: The last exit code, where the runtime reports one.
       type: int
+    uptime_s:
+      description: Seconds since the process started (docker State.StartedAt; systemd
+        ExecMainStartTimestampMonotonic), while running; null otherwise.
+      type: int
     raw:
       description: The runtime's own word (docker status; systemd ActiveState/SubState), for messages.
       type: str

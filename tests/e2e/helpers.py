@@ -42,8 +42,9 @@ def served(argv: Sequence[str]) -> List[str]:
 class PlaybookRun:
     def __init__(self, args: List[str], proc: subprocess.CompletedProcess, seconds: float):
         self.args, self.rc, self.out, self.seconds = args, proc.returncode, proc.stdout, seconds
+        self.err = proc.stderr or ""        # (stderr_apart=True: stdout is .out, stderr is .err)
         self.recap: Dict[str, Dict[str, int]] = {}
-        for m in RECAP.finditer(self.out):
+        for m in RECAP.finditer(self.out + self.err):
             keys = ("ok", "changed", "unreachable", "failed", "skipped", "rescued", "ignored")
             self.recap[m.group(1)] = dict(zip(keys, (int(g) for g in m.groups()[1:])))
 
@@ -55,7 +56,7 @@ class PlaybookRun:
 
 
 def playbook(name: str, inventory: Sequence[str], *extra: str, env: Optional[Dict[str, str]] = None,
-             timeout: int = 1500) -> PlaybookRun:
+             timeout: int = 1500, stderr_apart: bool = False) -> PlaybookRun:
     sources = [inventory] if isinstance(inventory, str) else list(inventory)
     args = ["ansible-playbook", *[a for src in sources for a in ("-i", src)],
             str(ROOT / "playbooks" / name), *extra]
@@ -64,10 +65,10 @@ def playbook(name: str, inventory: Sequence[str], *extra: str, env: Optional[Dic
                     ANSIBLE_FORCE_COLOR="0", **(env or {}))
     start = time.monotonic()
     proc = subprocess.run(args, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                          stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT, text=True, timeout=timeout)
     run = PlaybookRun(args, proc, time.monotonic() - start)
     # pytest shows captured stdout of failing tests: the whole run, not a truncated repr
-    print(f"$ {' '.join(args)}\n# rc={run.rc} in {run.seconds:.1f} s\n{run.out}")
+    print(f"$ {' '.join(args)}\n# rc={run.rc} in {run.seconds:.1f} s\n{run.err}{run.out}")
     return run
 
 

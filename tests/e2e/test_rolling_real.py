@@ -13,9 +13,15 @@ host. Nothing is simulated here: this is where serving is the point.
    arrives whole, the run reports each drain (0 requests left in flight, graceful stop).
 3. A bad revision (a flag vLLM rejects at start) under the same load: the canary goes back to
    its previous container automatically, the other replica is never touched, 0 failed.
-4. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
+4. status.yml under the same load, as JSON: every process serving, the vLLM version each server
+   reports, uptime, and load columns read from the servers' own /metrics (generated tokens/s
+   across the replicas above 0); exit status 0.
+5. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
    hand (docker stop, SIGTERM): the stream still arrives whole, vLLM logs that it drained, the
-   process exits 0.
+   process exits 0; status then shows the stopped replica and the router (which lists it) down
+   and exits non-zero.
+6. The engine process of the other replica killed (its API server's process is left alone):
+   status shows it not serving.
 """
 
 from __future__ import annotations
@@ -180,6 +186,33 @@ def test_a_bad_revision_of_real_vllm_is_rolled_back_under_load(rreal, capsys):
         print(f"bad revision (real vLLM): rolled back, {stats['requests']} requests, {stats['failed']} failed")
 
 
+def test_status_under_load_reads_each_servers_load_version_and_uptime(rreal, capsys):
+    load = Load(rreal, "status", "tiny", router="rreal-r", rate=6)
+    time.sleep(3)
+    run = playbook("status.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_status_format": "json", "vllm_fleet_status_window": 3}), stderr_apart=True)
+    stats = load.stop(capsys)
+    assert run.rc == 0, run.err[-3000:]
+    doc = json.loads(run.out)           # stdout is the document alone
+    assert doc["serving"] is True and doc["not_serving"] == [], doc
+    rows = {r["process"]: r for r in doc["processes"]}
+    assert set(rows) == {*NAMES, "vllm-fleet-rreal-router"}, rows
+    for name in NAMES:
+        r = rows[name]
+        assert r["health"] == "serving" and r["state"] == "running" and isinstance(r["rev"], int), r
+        assert re.match(r"^\d+\.\d+", r["version"]) and r["uptime_s"] > 0, r
+        assert isinstance(r["running"], int) and isinstance(r["waiting"], int), r
+        assert isinstance(r["kv_pct"], (int, float)) and isinstance(r["tok_s"], (int, float)), r
+    assert sum(rows[n]["tok_s"] for n in NAMES) > 0, rows
+    [dep] = doc["deployments"]
+    assert (dep["instances"], dep["instances_serving"], dep["routers_serving"]) == (2, 2, 1), dep
+    assert stats["failed"] == 0, stats
+    with capsys.disabled():
+        print(f"status under load: {dep['line']}; "
+              + ", ".join(f"{n}: v{rows[n]['version']} up {rows[n]['uptime']} {rows[n]['tok_s']} tok/s "
+                          f"kv {rows[n]['kv_pct']} %" for n in NAMES) + f" ({run.seconds:.0f} s)")
+
+
 def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
     stream = Stream(rreal, "stop", 1)
     assert stream.started(), "the long stream never started"
@@ -198,8 +231,10 @@ def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
     # status asks what the gate asks: r0 serves; r1 is down; the router, which still lists r1,
     # cannot route to it, so it is down too, naming r1
     status = playbook("status.yml", rreal.inventory, "-l", "rreal")
-    assert status.rc == 0, status
+    assert status.rc != 0, status       # a planned process does not serve: cron and CI see it
     said = " ".join(status.out.split())
+    assert "2 planned process(es) not serving" in said, said[-3000:]
+    assert "deployment rreal: 1 of 2 instance(s) serving (capacity 50 %), router(s) 0 of 1 serving" in said
     rows = dict(re.findall(r"(vllm-fleet-rreal-(?:r0|r1|router)) \S+ \S+ \S+ (serving|down) ", said))
     assert rows == {NAMES[0]: "serving", NAMES[1]: "down", "vllm-fleet-rreal-router": "down"}, said[-3000:]
     assert f"down: rreal-a {NAMES[1]}: " in said, said[-3000:]
@@ -207,3 +242,22 @@ def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
     with capsys.disabled():
         print(f"graceful stop: docker stop took {seconds:.1f} s with a stream in flight; "
               f"the stream ended whole ({got['chunks']} chunks)")
+
+
+def test_a_server_whose_engine_was_killed_is_not_serving(rreal, capsys):
+    """vLLM's /health can answer while its engine is gone (vLLM #36960): status asks what the gate
+    asks, a real request, so the replica whose EngineCore process was killed is not serving."""
+    top = subprocess.run(["docker", "top", NAMES[0], "-eo", "pid,args"], stdout=subprocess.PIPE, text=True,
+                         check=True).stdout
+    engines = [line.split(None, 1)[0] for line in top.splitlines()[1:] if "EngineCore" in line]
+    assert len(engines) == 1, top
+    subprocess.run(["kill", "-9", engines[0]], check=True)    # that PID only: the engine, not the API server
+    run = playbook("status.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_status_format": "json"}), stderr_apart=True)
+    assert run.rc != 0, run.err[-3000:]
+    doc = json.loads(run.out)
+    r0 = next(r for r in doc["processes"] if r["process"] == NAMES[0])
+    assert r0["serving"] is False and r0["health"] == "down", r0
+    assert any(line.startswith(f"rreal-a {NAMES[0]}: ") for line in doc["not_serving"]), doc["not_serving"]
+    with capsys.disabled():
+        print(f"engine killed: status says {NAMES[0]} {r0['state']}, {r0['health']}: {r0['why'][:160]}")

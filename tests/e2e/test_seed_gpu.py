@@ -148,11 +148,16 @@ def test_one_failing_host_stops_the_rollout_before_any_change(seed_fleet):
 
 def test_status_table(seed_fleet):
     run = playbook("status.yml", seed_fleet.inventory)
-    assert run.rc == 0, run
     said = " ".join(run.out.split())
     # each engine answered a real request (the gate's own definition of serving), none is down
     assert re.search(r" h200-a \S+ \S+ \S+ \S+ single docker running serving ", said), said[-3000:]
     assert " down " not in said and "down: " not in said, said[-3000:]
+    # the preflight deployment was refused, never deployed: the inventory plans it, nothing serves
+    # it, so status says so and exits non-zero (cron and CI read the exit status)
+    assert run.rc != 0, run
+    assert "not serving: h200-b vllm-fleet-ernie-preflight: not deployed" in said, said[-3000:]
+    assert re.search(r"\d+ planned process\(es\) not serving: h200-b vllm-fleet-ernie-preflight: not deployed", said)
+    assert "deployment ernie-vl-h200: 1 of 1 instance(s) serving (capacity 100 %)" in said, said[-3000:]
 
 
 def test_teardown_leaves_nothing(seed_fleet):

@@ -297,6 +297,10 @@ VARIABLES: Tuple[Var, ...] = (
         "longer in the inventory.", scope="run", default=False),
     Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",
         default=False),
+    Var("status_format", "str", "status.yml's output: `table`, or `json` (one JSON document alone on stdout).",
+        scope="run", default="table", choices=("table", "json")),
+    Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
+        "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
 BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from

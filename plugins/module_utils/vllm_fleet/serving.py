@@ -97,3 +97,52 @@ def response(kind: str, status: Any, text: Any) -> Optional[Dict[str, Any]]:
     except (ValueError, KeyError, IndexError, TypeError):
         return None
 
+
+
+# Load (status.yml): what a vLLM server's /metrics says about how busy it is, as vLLM 0.32
+# exports it (vllm/v1/metrics/loggers.py): the gauges vllm:num_requests_running / _waiting
+# (summed over engines) and vllm:kv_cache_usage_perc (a fraction, 1 = full; the fullest engine
+# counts), and the counters vllm:generation_tokens_total / vllm:prompt_tokens_total read twice,
+# ``seconds`` apart, for tokens per second.
+def _series(name: str) -> "re.Pattern[str]":
+    return re.compile(r"(?m)^" + re.escape(name) + r"(?:\{[^}]*\})? ([0-9.e+-]+)$")
+
+
+RUNNING = _series("vllm:num_requests_running")
+WAITING = _series("vllm:num_requests_waiting")
+KV_USAGE = _series("vllm:kv_cache_usage_perc")
+GENERATED = _series("vllm:generation_tokens_total")
+PROMPTED = _series("vllm:prompt_tokens_total")
+
+
+def _rate(pattern: "re.Pattern[str]", before: Any, after: Any, seconds: float) -> Optional[float]:
+    a, b = _sum(pattern, before), _sum(pattern, after)
+    if a is None or b is None or not seconds or seconds <= 0 or b < a:   # b < a: the server restarted
+        return None
+    return round((b - a) / seconds, 1)
+
+
+def load(before: Any, after: Any, seconds: float) -> Dict[str, Any]:
+    """{running, waiting, kv_cache_pct, generation_tok_s, prompt_tok_s} from two /metrics texts
+    read ``seconds`` apart (the gauges from the later one); a value the texts do not carry is
+    None, never 0."""
+    kv = [float(v) for v in KV_USAGE.findall(after if isinstance(after, str) else "")]
+    running, waiting = _sum(RUNNING, after), _sum(WAITING, after)
+    return {
+        "running": int(running) if running is not None else None,
+        "waiting": int(waiting) if waiting is not None else None,
+        "kv_cache_pct": round(100 * max(kv), 1) if kv else None,
+        "generation_tok_s": _rate(GENERATED, before, after, seconds),
+        "prompt_tok_s": _rate(PROMPTED, before, after, seconds),
+    }
+
+
+def version(status: Any, text: Any) -> Optional[str]:
+    """The version a vLLM server's GET /version answered ({"version": "0.32.0"}), or None."""
+    if status != 200:
+        return None
+    try:
+        value = json_loads(text).get("version")
+    except (ValueError, AttributeError):
+        return None
+    return str(value) if value else None

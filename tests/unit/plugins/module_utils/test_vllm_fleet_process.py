@@ -15,9 +15,10 @@ vp = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(vp)
 
 
-def docker(status, exit_code=0, restarts=0, label="9ab4bab7d51a00a9", restarting=False, pid=4242):
+def docker(status, exit_code=0, restarts=0, label="9ab4bab7d51a00a9", restarting=False, pid=4242,
+           started="2026-12-05T07:01:02.123456789Z"):
     state = {"Status": status, "Running": status == "running", "Restarting": restarting, "Pid": pid,
-             "ExitCode": exit_code}
+             "ExitCode": exit_code, "StartedAt": started}
     out = f"{json.dumps(state)}\t{restarts}\t{label}\n"
     calls = []
 
@@ -72,8 +73,8 @@ def test_systemd_states(load, active, sub, want):
     run, calls = systemd(load, active, sub)
     seen = vp.state(run, "uv", "vllm-fleet-u")
     assert seen["state"] == want and seen["raw"] == f"{active}/{sub}"
-    assert calls == [["systemctl", "show", "-p", "LoadState,ActiveState,SubState,NRestarts,MainPID,ExecMainStatus",
-                      "vllm-fleet-u.service"]]
+    assert calls == [["systemctl", "show", "-p", "LoadState,ActiveState,SubState,NRestarts,MainPID,ExecMainStatus,"
+                      "ExecMainStartTimestampMonotonic", "vllm-fleet-u.service"]]
 
 
 def test_systemd_fields_and_no_systemd():
@@ -89,3 +90,24 @@ def test_every_state_is_in_the_vocabulary_and_unknown_runtimes_are_refused():
     assert set(vp.ALIVE) < set(vp.STATES)
     with pytest.raises(ValueError, match="unknown runtime 'k8s'"):
         vp.state(lambda argv: (0, "", ""), "k8s", "x")
+
+
+def test_uptime_from_docker_started_at_and_systemd_monotonic_start():
+    import time as _time
+    t = 1796454122.0     # 2026-12-05T07:02:02Z
+    assert vp.docker_uptime("2026-12-05T07:01:02.123456789Z", now=t) == pytest.approx(60.0)
+    assert vp.docker_uptime("2026-12-05T08:01:02+01:00", now=t) == pytest.approx(60.0)
+    for never in ("0001-01-01T00:00:00Z", "", None, "yesterday"):
+        assert vp.docker_uptime(never, now=t) is None
+    assert vp.unit_uptime("5000000", now=65.0) == pytest.approx(60.0)
+    assert vp.unit_uptime("0") is None and vp.unit_uptime("") is None
+    # the state carries it while running (docker's StartedAt is minutes ago here), never otherwise
+    started = _time.strftime("%Y-%m-%dT%H:%M:%S.5Z", _time.gmtime(_time.time() - 125))
+    run, _ = docker("running", started=started)
+    assert 124 <= vp.state(run, "docker", "c")["uptime_s"] <= 130
+    run, _ = docker("exited", started=started)
+    assert vp.state(run, "docker", "c")["uptime_s"] is None
+    mono = int((_time.clock_gettime(_time.CLOCK_MONOTONIC) - 30) * 1e6)
+    seen = vp.state(lambda argv: (0, f"LoadState=loaded\nActiveState=active\nSubState=running\nMainPID=7\n"
+                                     f"ExecMainStartTimestampMonotonic={mono}\n", ""), "uv", "u")
+    assert 29 <= seen["uptime_s"] <= 35, seen

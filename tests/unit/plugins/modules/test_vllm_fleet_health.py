@@ -51,6 +51,7 @@ class Server:
         self.healthy_after = healthy_after
         self.after_polls = after_polls
         self.polls = 0
+        self.metrics = []     # /metrics answers, one per GET (404 when none is left)
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -69,6 +70,14 @@ class Server:
                     self._send(200 if ok else 503, {})
                 elif self.path == "/v1/models":
                     self._send(200, {"data": [{"id": "minilm"}]})
+                elif self.path == "/version":
+                    self._send(200, {"version": "0.32.0"})
+                elif self.path == "/metrics" and outer.metrics:
+                    text = outer.metrics.pop(0).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(text)))
+                    self.end_headers()
+                    self.wfile.write(text)
                 else:
                     self._send(404, {})
 
@@ -206,3 +215,40 @@ def test_serving_needs_a_real_answer_not_only_health_and_models(tmp_path, server
         assert out.get("failed") and f"POST {s.url}/v1/embeddings failed (HTTP {answer[0]})" in out["msg"], out
     ok = run(tmp_path, url=server().url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2)
     assert not ok.get("failed") and ok["response"] == {"endpoint": "/v1/embeddings", "dimension": 384}, ok
+
+
+# vLLM 0.32's exposition (vllm/v1/metrics/loggers.py names; label sets as a 2-engine server)
+METRICS_0 = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="minilm"} 2.0
+vllm:num_requests_running{engine="1",model_name="minilm"} 1.0
+vllm:num_requests_waiting{engine="0",model_name="minilm"} 0.0
+vllm:num_requests_waiting{engine="1",model_name="minilm"} 4.0
+vllm:kv_cache_usage_perc{engine="0",model_name="minilm"} 0.25
+vllm:kv_cache_usage_perc{engine="1",model_name="minilm"} 0.5
+vllm:generation_tokens_total{engine="0",model_name="minilm"} 1000.0
+vllm:generation_tokens_total{engine="1",model_name="minilm"} 500.0
+vllm:prompt_tokens_total{engine="0",model_name="minilm"} 100.0
+"""
+
+
+def test_observe_reads_the_load_before_the_gate(tmp_path, server):
+    s = server()
+    s.metrics = [METRICS_0, METRICS_0.replace("} 1000.0", "} 1300.0").replace("} 100.0", "} 160.0")]
+    out = run(tmp_path, url=s.url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2, observe=1)
+    assert not out.get("failed"), out
+    load = out["load"]
+    assert load["running"] == 3 and load["waiting"] == 4 and load["kv_cache_pct"] == 50.0, load
+    assert load["version"] == "0.32.0" and 1.0 <= load["window_s"] < 3, load
+    # 300 generated tokens and 60 prompt tokens over the window
+    assert load["generation_tok_s"] == round(300 / load["window_s"], 1) or abs(load["generation_tok_s"] * load["window_s"] - 300) < 30, load
+    assert abs(load["prompt_tok_s"] * load["window_s"] - 60) < 6, load
+
+
+def test_observe_says_why_when_metrics_cannot_be_read_and_the_gate_still_judges(tmp_path, server):
+    s = server(answer=(503, {"message": "engine dead"}))
+    out = run(tmp_path, url=s.url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2, observe=1)
+    assert out.get("failed") and "POST" in out["msg"], out
+    assert out["load"] == {"error": f"GET {s.url}/metrics: HTTP 404"}, out
+    # without observe there is no load at all
+    plain = run(tmp_path, url=server().url, served_model_name="minilm", request="embedding", timeout=5, interval=0.2)
+    assert "load" not in plain, plain
