@@ -155,8 +155,10 @@ def test_status_table(seed_fleet):
     # the preflight deployment was refused, never deployed: the inventory plans it, nothing serves
     # it, so status says so and exits non-zero (cron and CI read the exit status)
     assert run.rc != 0, run
-    assert "not serving: h200-b vllm-fleet-ernie-preflight: not deployed" in said, said[-3000:]
-    assert re.search(r"\d+ planned process\(es\) not serving: h200-b vllm-fleet-ernie-preflight: not deployed", said)
+    assert "not serving: h200-b vllm-fleet-ernie-preflight-i0: not deployed" in said, said[-3000:]
+    assert ("2 planned process(es) not serving: h200-b vllm-fleet-ernie-preflight-i0: not deployed; "
+            "nogpu-a vllm-fleet-ernie-preflight-i1: not deployed") in said, said[-3000:]
+    assert "deployment ernie-preflight: 0 of 2 instance(s) serving (capacity 0 %)" in said, said[-3000:]
     assert "deployment ernie-vl-h200: 1 of 1 instance(s) serving (capacity 100 %)" in said, said[-3000:]
 
 

@@ -110,7 +110,9 @@ def summary(all_rows: Sequence[Mapping[str, Any]]) -> List[Dict[str, Any]]:
             "running": _num(r["running"] for r in mine), "waiting": _num(r["waiting"] for r in mine),
             "generation_tok_s": _num(r["tok_s"] for r in mine),
         }
-        spread = ", ".join(f"rev {k} x{v}" for k, v in item["revisions"].items())
+        spread = ", ".join(f"rev {k} x{v}" for k, v in item["revisions"].items() if k != "-")
+        never = item["revisions"].get("-")
+        spread = ", ".join(part for part in (spread, f"{never} never deployed" if never else "") if part)
         load = "; ".join(part for part in (
             f"{int(item['running'])} running" if item["running"] is not None else "",
             f"{int(item['waiting'])} waiting" if item["waiting"] is not None else "",

@@ -179,3 +179,9 @@ def test_the_playbook_calls_the_filters_as_written_in_status_yml():
         vllm_fleet_status_procs=[proc("r0", replica=0)], vllm_fleet_status_state={"processes": [RUNNING]},
         vllm_fleet_status_health={"results": [SERVING]}, inventory_hostname="rreal-a")
     assert "rreal-a  rreal" in made and "deployment rreal: 1 of 1 instance(s) serving" in made
+
+
+def test_never_deployed_processes_are_named_as_such_in_the_summary():
+    rows = host_rows([proc("r0", replica=0), proc("r1", replica=1, revision=None, inventory="not deployed")],
+                     [RUNNING, {"state": "absent", "restarts": 0}], [SERVING, SKIPPED])
+    assert "; rev 3 x1, 1 never deployed;" in status.summary(rows)[0]["line"]
