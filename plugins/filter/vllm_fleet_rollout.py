@@ -19,6 +19,7 @@ try:
     from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
     from vllm_fleet.serving import drain_outcome, in_flight
     from vllm_fleet import status as _status
+    from vllm_fleet.monitoring import fleet_prometheus_config, fleet_targets
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -316,4 +317,6 @@ class FilterModule:
             "vllm_fleet_status_not_serving": _status.not_serving,
             "vllm_fleet_status_document": _status.document,
             "vllm_fleet_status_table": _status.table,
+            "vllm_fleet_monitoring_targets": fleet_targets,
+            "vllm_fleet_monitoring_prometheus_config": fleet_prometheus_config,
         }

@@ -13,15 +13,19 @@ host. Nothing is simulated here: this is where serving is the point.
    arrives whole, the run reports each drain (0 requests left in flight, graceful stop).
 3. A bad revision (a flag vLLM rejects at start) under the same load: the canary goes back to
    its previous container automatically, the other replica is never touched, 0 failed.
-4. status.yml under the same load, as JSON: every process serving, the vLLM version each server
+4. Monitoring: playbooks/monitoring.yml writes the Prometheus targets; a real Prometheus (Debian's
+   package, on loopback) scrapes both servers and the router through them; every expression of
+   the shipped dashboard and alert rules returns data after some traffic; the instance-down
+   alert fires for the replica stopped in 6.
+5. status.yml under the same load, as JSON: every process serving, the vLLM version each server
    reports, uptime, and load columns read from the servers' own /metrics (generated tokens/s
    across the replicas above 0); exit status 0.
-5. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
+6. vLLM's graceful stop itself: a long stream runs on a replica when the replica is stopped by
    hand (docker stop, SIGTERM): the stream still arrives whole, vLLM logs that it drained, the
    process exits 0; status then shows the stopped replica and the router (which lists it) down
    and exits non-zero.
-6. The engine process of the other replica killed (its API server's process is left alone):
-   status shows it not serving.
+7. The engine process of the other replica killed (its API server's process is left alone):
+   status shows it not serving; Prometheus fired VllmFleetInstanceDown for the stopped replica.
 """
 
 from __future__ import annotations
@@ -29,9 +33,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
+
+import yaml
 
 import pytest
 
@@ -186,6 +195,115 @@ def test_a_bad_revision_of_real_vllm_is_rolled_back_under_load(rreal, capsys):
         print(f"bad revision (real vLLM): rolled back, {stats['requests']} requests, {stats['failed']} failed")
 
 
+class Prometheus:
+    """Debian's prometheus (tests/testbed/prometheus.sh), run by the test on loopback with the
+    prometheus.yml part monitoring.yml wrote (scrape and rule intervals of 1 s instead of 15 s),
+    stopped by PID."""
+
+    def __init__(self, directory: Path):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        part = yaml.safe_load((directory / "prometheus-vllm-fleet.yml").read_text())
+        for job in part["scrape_configs"]:
+            job["scrape_interval"] = "1s"
+        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, **part}
+        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = open(directory / "prometheus.log", "w")
+        self.proc = subprocess.Popen(["prometheus", f"--config.file={directory / 'prometheus.yml'}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}",
+                                      f"--storage.tsdb.path={directory / 'data'}"], stdout=self.log, stderr=self.log)
+
+    def get(self, path, **params):
+        url = f"http://127.0.0.1:{self.port}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    def query(self, expr):
+        got = self.get("/api/v1/query", query=expr)
+        assert got["status"] == "success", (expr, got)
+        return got["data"]["result"]
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def prometheus(rreal, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("prometheus")
+    run = playbook("monitoring.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_monitoring_dir": str(directory)}))
+    assert run.rc == 0, run
+    prom = Prometheus(directory)
+    prom.run, prom.directory = run, directory
+    yield prom
+    prom.stop()
+
+
+def _signal(expr):
+    """An alert rule's expression without its final comparison (what it compares)."""
+    m = re.match(r"^(.*\S)\s*(==|!=|>=|<=|>|<)\s*[0-9.e+-]+$", " ".join(expr.split()), re.S)
+    assert m, expr
+    return m.group(1)
+
+
+def test_prometheus_scrapes_real_vllm_and_the_router_through_the_generated_targets(rreal, prometheus, capsys):
+    directory = prometheus.directory
+    vllm = json.loads((directory / "vllm-fleet-vllm.json").read_text())
+    router = json.loads((directory / "vllm-fleet-router.json").read_text())
+    ip_a, ip_r = rreal.hosts["rreal-a"]["ip"], rreal.hosts["rreal-r"]["ip"]
+    assert sorted(t for g in vllm for t in g["targets"]) == [f"{ip_a}:8000", f"{ip_a}:8001"], vllm
+    assert [g["targets"] for g in router] == [[f"{ip_r}:29000"]], router
+    assert {g["labels"]["instance"] for g in vllm} == {f"rreal-a/{n}" for n in NAMES}
+    assert all(g["labels"]["deployment"] == "rreal" and g["labels"]["host"] == "rreal-a" for g in vllm), vllm
+    assert "scrape targets: 2 vllm, 1 router, 0 mooncake" in " ".join(prometheus.run.out.split())
+    checked = subprocess.run(["promtool", "check", "rules", str(directory / "vllm-fleet-rules.yml")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert checked.returncode == 0 and "SUCCESS: 5 rules found" in checked.stdout, checked.stdout
+    # every target up (bounded)
+    for _ in range(60):
+        try:
+            active = prometheus.get("/api/v1/targets")["data"]["activeTargets"]
+        except OSError:
+            active = []
+        if len(active) == 3 and all(t["health"] == "up" for t in active):
+            break
+        time.sleep(1)
+    assert len(active) == 3 and all(t["health"] == "up" for t in active), active
+    load = Load(rreal, "prom", "tiny", router="rreal-r", rate=6)
+    time.sleep(15)
+    stats = load.stop(capsys)
+    assert stats["failed"] == 0, stats
+    series = prometheus.query('vllm:num_requests_running{deployment="rreal"}')
+    assert sorted(s["metric"]["instance"] for s in series) == [f"rreal-a/{n}" for n in NAMES], series
+    dashboard = json.loads((directory / "vllm-fleet-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)]
+    rules = yaml.safe_load((directory / "vllm-fleet-rules.yml").read_text())["groups"][0]["rules"]
+    exprs += [_signal(r["expr"]) for r in rules]
+    empty = []
+    for expr in exprs:
+        concrete = (expr.replace("$__rate_interval", "30s").replace("$deployment", "rreal").replace("$instance", ".+"))
+        if concrete.startswith("label_values("):
+            m = re.match(r"^label_values\((.*), (\w+)\)$", concrete)
+            got = prometheus.get("/api/v1/series", **{"match[]": m.group(1)})["data"]
+            ok = any(m.group(2) in s for s in got)
+        else:
+            ok = bool(prometheus.query(concrete))
+        if not ok:
+            empty.append(expr)
+    assert empty == [], empty
+    with capsys.disabled():
+        print(f"prometheus: 3 targets up (2 vLLM, 1 router); {len(exprs)} dashboard and rule expressions "
+              f"all returned data after {stats['requests']} requests")
+
+
 def test_status_under_load_reads_each_servers_load_version_and_uptime(rreal, capsys):
     load = Load(rreal, "status", "tiny", router="rreal-r", rate=6)
     time.sleep(3)
@@ -244,7 +362,7 @@ def test_vllm_graceful_stop_lets_a_running_stream_finish(rreal, capsys):
               f"the stream ended whole ({got['chunks']} chunks)")
 
 
-def test_a_server_whose_engine_was_killed_is_not_serving(rreal, capsys):
+def test_a_server_whose_engine_was_killed_is_not_serving(rreal, prometheus, capsys):
     """vLLM's /health can answer while its engine is gone (vLLM #36960): status asks what the gate
     asks, a real request, so the replica whose EngineCore process was killed is not serving."""
     top = subprocess.run(["docker", "top", NAMES[0], "-eo", "pid,args"], stdout=subprocess.PIPE, text=True,
@@ -261,3 +379,15 @@ def test_a_server_whose_engine_was_killed_is_not_serving(rreal, capsys):
     assert any(line.startswith(f"rreal-a {NAMES[0]}: ") for line in doc["not_serving"]), doc["not_serving"]
     with capsys.disabled():
         print(f"engine killed: status says {NAMES[0]} {r0['state']}, {r0['health']}: {r0['why'][:160]}")
+
+    # the replica stopped by hand (the graceful-stop test) has not answered Prometheus for over a
+    # minute by now: VllmFleetInstanceDown fires for it (bounded wait)
+    want = f'ALERTS{{alertname="VllmFleetInstanceDown", alertstate="firing", instance="rreal-a/{NAMES[1]}"}}'
+    for _ in range(120):
+        fired = prometheus.query(want)
+        if fired:
+            break
+        time.sleep(1)
+    assert fired, prometheus.query("ALERTS")
+    with capsys.disabled():
+        print(f"alert: VllmFleetInstanceDown firing for rreal-a/{NAMES[1]}")

@@ -47,5 +47,6 @@ cat "$images_log"; rm -f "$images_log"
 step "serving images";       bash "$here/build-serving-images.sh"
 step "fake GPU runtime";     bash "$here/fake-gpu-runtime.sh" up
 step "registry binary";      bash "$here/registry-binary.sh"
+step "prometheus";           bash "$here/prometheus.sh"
 step "ansible collections";  python3 "$here/install_collections.py"
 step "done"

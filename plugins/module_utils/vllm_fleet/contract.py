@@ -242,6 +242,8 @@ VARIABLES: Tuple[Var, ...] = (
         pattern=REQUIREMENT_RE, pattern_hint="pip requirement strings such as mooncake-transfer-engine==0.3.6"),
     Var("router_port", "port", "Port of the deployment's vllm-router (below 1024 only with "
         "`vllm_fleet_privileged_ports`).", default=8000),
+    Var("router_metrics_port", "port", "Port of the vllm-router's Prometheus metrics (`--prometheus-port`, bound "
+        "where the router binds; a router's own `--prometheus-port` wins).", default=29000),
     Var("router_version", "str", "vllm-router version from PyPI.", pattern=EXACT_VERSION_RE,
         pattern_hint="an exact version such as 0.1.17"),
     # --- rollout
@@ -299,6 +301,13 @@ VARIABLES: Tuple[Var, ...] = (
         default=False),
     Var("status_format", "str", "status.yml's output: `table`, or `json` (one JSON document alone on stdout).",
         scope="run", default="table", choices=("table", "json")),
+    Var("monitoring_dir", "str", "monitoring.yml: the directory it writes the Prometheus file_sd target files, the "
+        "alert rules and the Grafana dashboard to, on `vllm_fleet_monitoring_host` (an absolute path in normal form).",
+        scope="run", default="/etc/prometheus/vllm-fleet", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="dir"),
+    Var("monitoring_host", "str", "monitoring.yml: the inventory host Prometheus runs on (the files go there; "
+        "its own servers are scraped on loopback); unset: the controller.", scope="run", pattern=NAME_RE,
+        pattern_hint="an inventory host name"),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
         "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
@@ -834,7 +843,7 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     privileged = out.get("vllm_fleet_privileged_ports") is True
     if isinstance(out.get("vllm_fleet_extra_args"), list):
         _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"], privileged)
-    for name in ("vllm_fleet_port", "vllm_fleet_router_port"):
+    for name in ("vllm_fleet_port", "vllm_fleet_router_port", "vllm_fleet_router_metrics_port"):
         if not privileged and _is_int(out.get(name)) and out[name] < vllmargs.PRIVILEGED_PORTS:
             c.bad(name, _privileged_message(str(out[name])))
     for name, value in out.items():

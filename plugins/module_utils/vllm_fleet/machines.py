@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .topology import ranges as gpu_ranges
-from .planargv import gpus_per_node
+from .planargv import flag_values, gpus_per_node
 from .planmodel import RESERVED, host_names
 
 
@@ -140,6 +140,10 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
                 ports.append(int(proc["port"]))
             if proc.get("kind") == "mooncake_master":
                 ports.append(int((proc.get("health") or {}).get("port") or 0))
+            if proc.get("kind") == "router":
+                # its Prometheus metrics (planargv.router_metrics): a second one on the port fails to start
+                ports += [int(p) for p in flag_values([str(a) for a in proc.get("argv") or []], "--prometheus-port")
+                          if str(p).isdigit()]
             for port in [p for p in ports if p]:
                 other = seen.get((machine, port))
                 # (the same deployment on two inventory hosts of one machine clashes too: same
@@ -149,7 +153,8 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
                         f"{host}: vllm_fleet_port: port {port} on machine {machine} is used twice: "
                         f"{other[2]} (deployment {other[1]!r}, host {other[0]}) and {proc['name']} "
                         f"(deployment {host_plan['deployment']!r}, host {host}); give one deployment another "
-                        f"vllm_fleet_port / vllm_fleet_router_port or another machine")
+                        f"vllm_fleet_port / vllm_fleet_router_port / vllm_fleet_router_metrics_port or another "
+                        f"machine")
                 seen.setdefault((machine, port), (host, host_plan["deployment"], proc["name"]))
     return problems
 

@@ -45,7 +45,7 @@ SETTING_KEYS = (
     "pd_nodes", "kv_offload", "kv_instances", "runtime", "vllm_version", "image",
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
-    "router_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
+    "router_port", "router_metrics_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")

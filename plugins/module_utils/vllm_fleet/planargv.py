@@ -126,6 +126,25 @@ def router_argv(argv: List[str]) -> List[str]:
     return [tok for flag in out for tok in [flag] + values.get(flag, [])]
 
 
+ROUTER_METRICS_PORT = 29000   # vllm-router's own default for --prometheus-port (bound to 127.0.0.1)
+
+
+def router_metrics(argv: List[str], port: Any = None) -> List[str]:
+    """A router's Prometheus metrics where Prometheus can scrape them and where no second router
+    collides: ``--prometheus-host`` (where the router binds; every interface when it binds every
+    one) and ``--prometheus-port`` (vllm_fleet_router_metrics_port), each added unless the recipe
+    or the operator gave it. vllm-router 0.1.17 otherwise binds 127.0.0.1:29000, and a second
+    router on the machine panics at start ("failed to install Prometheus metrics exporter:
+    Address already in use")."""
+    argv = [str(a) for a in argv]
+    out = list(argv)
+    if "--prometheus-host" not in argv:
+        out += ["--prometheus-host", bind_of(argv) or "0.0.0.0"]
+    if "--prometheus-port" not in argv:
+        out += ["--prometheus-port", str(int(port) if port is not None else ROUTER_METRICS_PORT)]
+    return out
+
+
 MEMBERSHIP_ENV = "VLLM_FLEET_WORKER_URLS"
 
 

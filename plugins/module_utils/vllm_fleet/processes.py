@@ -16,6 +16,7 @@ from .shell import dedupe
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, DEFAULT_PORT, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
 from .planargv import (bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv,
+                       router_metrics,
                        router_membership, gpus_per_node, substitute)
 from .vllmargs import PRIVILEGED_PORTS, flag_name, has_flag
 
@@ -261,7 +262,7 @@ def _service_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any
     host, proc, settings = slot.host, slot.proc, dep.settings
     brand = "amd" if (dep.profile.get("brand") or "").lower() == "amd" else "nvidia"
     if proc.kind == "router":
-        argv = router_argv(argv)
+        argv = router_metrics(router_argv(argv), settings.get("router_metrics_port"))
         version = settings.get("router_version")
         packages = ["vllm-router" + (f"=={version}" if version else "")]
         port: Optional[int] = int_flag(argv, "--port", int(values["ROUTER_PORT"]))

@@ -228,7 +228,9 @@ def test_pd_pools_ranks_and_router_endpoints(cat):
     assert router["argv"] == ["vllm-router", "--policy", "round_robin", "--vllm-pd-disaggregation",
                               "--prefill", "http://10.0.0.1:8001", "--prefill", "http://10.0.0.2:8001",
                               "--decode", "http://10.0.0.3:8002", "--host", "0.0.0.0", "--port", "8000",
-                              "--intra-node-data-parallel-size", "8"]
+                              "--intra-node-data-parallel-size", "8",
+                              # its metrics where Prometheus scrapes them (planargv.router_metrics)
+                              "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
     assert router["runtime"] == "service" and router["packages"] == ["vllm-router"]
     assert out["r"]["accelerator"] == "none" and out["r"]["phases"] == ["router"] and out["r"]["batch"] is None
     assert out["p2"]["instance_hosts"] == ["p1", "p2", "d1"] and out["p2"]["node_rank"] == 1

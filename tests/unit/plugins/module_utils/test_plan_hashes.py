@@ -20,15 +20,17 @@ from vllm_fleet.plan import plan
 # graceful stop), so the first run after that upgrade rolls each engine once (drained, batch by
 # batch); the routers' and Mooncake services' hashes stayed as they were. And once more: a plain
 # router's hash (the restart key in its unit) leaves out its worker URLs, which its API changes
-# without a restart, so the first run after that upgrade restarts each plain router once.
+# without a restart; and, in the same release, every router got --prometheus-host/--prometheus-port
+# (planargv.router_metrics: scrapable, and no second router on a machine collides on vllm-router's
+# default 127.0.0.1:29000), so the first run after that upgrade restarts each router once.
 EXAMPLE = {
     "cpu-01": ("42670db6f220dfb5", {"vllm-fleet-minilm": "4081dba77bd1192a"}),
     "h200-31": ("b8f223da96cbac68", {"vllm-fleet-dsv3-mooncake-i0": "ac82f219825777c5"}),
     "h200-32": ("abb5143edb049ba0", {"vllm-fleet-dsv3-mooncake-i1": "ac82f219825777c5"}),
-    "kv-01": ("6759aa8cbcb42465", {
+    "kv-01": ("27d3fabc36518a50", {
         "vllm-fleet-dsv3-mooncake-mooncake-master": "c749d8e0100a226d",
         "vllm-fleet-dsv3-mooncake-mooncake-store": "2434dfc0cd438bdd",
-        "vllm-fleet-dsv3-mooncake-router": "59a8cce39173572a",
+        "vllm-fleet-dsv3-mooncake-router": "ca3ba42e74654185",
     }),
     "h200-11": ("02fd752daa07b5ea", {"vllm-fleet-dsv3-tp16-i0-head0": "e29c5907fbd81c2a"}),
     "h200-12": ("1f59693d6002537e", {"vllm-fleet-dsv3-tp16-i0-worker1": "d7917f739d9b464d"}),
@@ -37,7 +39,7 @@ EXAMPLE = {
     "h200-21": ("f1cb2dc1ce9faeb3", {"vllm-fleet-dsv3-pd-prefill0": "ed35ebbcb0dadee4"}),
     "h200-22": ("bc0e21f900c015c1", {"vllm-fleet-dsv3-pd-prefill1": "c85c7684c4100fbb"}),
     "h200-23": ("547a9894a6cacdc5", {"vllm-fleet-dsv3-pd-decode0": "1ca8029f766d9df3"}),
-    "router-01": ("a1557fda0adacd61", {"vllm-fleet-dsv3-pd-router": "b8e0d6067a39dd63"}),
+    "router-01": ("57be91e4cb8384c1", {"vllm-fleet-dsv3-pd-router": "119cb803caf93f43"}),
     "h200-01": ("7bf6c7d24d7ac9d9", {"vllm-fleet-ernie-vl-h200-i0": "d74d3ee2a75d5ff7"}),
     "h200-02": ("7f2e449d74848674", {"vllm-fleet-ernie-vl-h200-i1": "d74d3ee2a75d5ff7"}),
     "mi300x-01": ("09f315763825cfda", {"vllm-fleet-ernie-vl-mi300x": "ca2b7a3ea5560bdd"}),

@@ -87,3 +87,28 @@ def test_drain_undrain_and_reconcile_call_the_api_only_for_what_differs():
     calls = membership_calls(changes, [{"status": 200, "json": {"urls": ["http://a:8000", "http://a:8001"]}}])
     assert [(c["call"], c["url"]) for c in calls] == [("add_worker", "http://a:8002"), ("remove_worker", "http://a:8001")]
     assert membership_calls(changes, [{"status": 200, "json": {"urls": ["http://a:8002", "http://a:8000"]}}]) == []
+
+
+def test_router_metrics_are_scrapable_and_given_once():
+    from vllm_fleet.planargv import router_metrics
+    plain = ["vllm-router", "--policy", "cache_aware", "--host", "0.0.0.0", "--port", "8000", "--worker-urls", "http://a:1"]
+    assert router_metrics(plain)[-4:] == ["--prometheus-host", "0.0.0.0", "--prometheus-port", "29000"]
+    # bound where the router binds; the operator's / recipe's own flags win and are never doubled
+    assert router_metrics(["vllm-router", "--host", "10.0.0.5"], 29001)[-4:] == \
+        ["--prometheus-host", "10.0.0.5", "--prometheus-port", "29001"]
+    given = ["vllm-router", "--prometheus-port", "9999", "--prometheus-host", "127.0.0.1"]
+    assert router_metrics(given, 29001) == given
+    # the membership split still finds the workers (the metrics flags follow them)
+    assert router_membership(router_metrics(plain))["urls"] == ["http://a:1"]
+
+
+def test_two_routers_metrics_on_one_machine_are_refused():
+    from vllm_fleet.machines import check_machines
+    def router(name, port):
+        return {"deployment": name, "processes": [{"name": f"vllm-fleet-{name}-router", "kind": "router", "port": port,
+                                                   "serves_http": True, "argv": ["vllm-router", "--port", str(port),
+                                                                                 "--prometheus-port", "29000"]}]}
+    problems = check_machines({"r1": router("a", 8000), "r2": router("b", 8100)}, {"r1": "10.0.0.9", "r2": "10.0.0.9"})
+    assert len(problems) == 1 and "port 29000 on machine 10.0.0.9 is used twice" in problems[0], problems
+    assert "vllm_fleet_router_metrics_port" in problems[0]
+    assert check_machines({"r1": router("a", 8000), "r2": router("b", 8100)}, {"r1": "10.0.0.9", "r2": "10.0.0.8"}) == []
