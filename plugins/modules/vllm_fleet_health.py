@@ -252,11 +252,19 @@ def masked(value, mask):
     return value
 
 
-def served_total(url, api_key=None):
-    """(requests the worker finished, None) from its /metrics, or (None, why not)."""
+def metrics(url, api_key=None):
+    """(the server's /metrics text, None), or (None, why not)."""
     status, text = http("GET", url.rstrip("/") + "/metrics", api_key, timeout=10)
     if status != 200:
-        return None, f"GET {url}/metrics: {'HTTP %s' % status if status else text}"
+        return None, f"GET {url.rstrip('/')}/metrics: {'HTTP %s' % status if status else text}"
+    return text, None
+
+
+def served_total(url, api_key=None):
+    """(requests the worker finished, None) from its /metrics, or (None, why not)."""
+    text, why = metrics(url, api_key)
+    if why:
+        return None, why
     total = finished(text)
     if total is None:
         return None, f"GET {url}/metrics has no vllm:request_success_total"
@@ -331,15 +339,15 @@ def router_gate(base, workers, api_key, membership_timeout, interval, fail):
 def observe(base, api_key, seconds):
     """The server's load (module_utils serving.load) from two /metrics reads ``seconds`` apart,
     and the version it reports; read before the gate's own request, which it would count."""
-    status, before = http("GET", base + "/metrics", api_key, timeout=10)
+    before, why = metrics(base, api_key)
     t0 = time.monotonic()
-    if status != 200:
-        return {"error": f"GET {base}/metrics: {'HTTP %s' % status if status else before}"[:300]}
+    if why:
+        return {"error": why[:300]}
     version = version_of(*http("GET", base + "/version", api_key, timeout=10))
     time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
-    status, after = http("GET", base + "/metrics", api_key, timeout=10)
+    after, why = metrics(base, api_key)
     window = time.monotonic() - t0
-    if status != 200:
+    if why:
         after, window = before, 0
     return {**load_of(before, after, window), "version": version, "window_s": round(window, 1)}
 
@@ -406,13 +414,13 @@ def main():
     base = p["url"].rstrip("/")
     proc = Process(module, p["runtime"] if p["process_name"] else "none", p["process_name"], p["log_lines"])
     mask = masker([p["api_key"], p["hf_token"]])
-    seen = {"load": observe(base, p["api_key"], p["observe"])} if p["observe"] > 0 and p["served_model_name"] else {}
+    observed = {"load": observe(base, p["api_key"], p["observe"])} if p["observe"] > 0 and p["served_model_name"] else {}
 
     def fail(msg, **extra):
-        module.fail_json(msg=mask(msg), log_tail=mask(proc.log_tail()), **masked({**seen, **extra}, mask))
+        module.fail_json(msg=mask(msg), log_tail=mask(proc.log_tail()), **masked({**observed, **extra}, mask))
 
     def done(**result):
-        module.exit_json(**{"changed": False, "waiting": False, **masked({**seen, **result}, mask)})
+        module.exit_json(**{"changed": False, "waiting": False, **masked({**observed, **result}, mask)})
 
     start = time.monotonic()
     waited = max(0.0, p["waited"])

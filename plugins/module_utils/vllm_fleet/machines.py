@@ -142,8 +142,7 @@ def check_machines(plans: Mapping[str, Mapping[str, Any]], machines: Mapping[str
                 ports.append(int((proc.get("health") or {}).get("port") or 0))
             if proc.get("kind") == "router":
                 # its Prometheus metrics (planargv.router_metrics): a second one on the port fails to start
-                ports += [int(p) for p in flag_values([str(a) for a in proc.get("argv") or []], "--prometheus-port")
-                          if str(p).isdigit()]
+                ports += [int(p) for p in flag_values(proc.get("argv") or [], "--prometheus-port") if p.isdigit()]
             for port in [p for p in ports if p]:
                 other = seen.get((machine, port))
                 # (the same deployment on two inventory hosts of one machine clashes too: same

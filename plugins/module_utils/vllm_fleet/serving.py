@@ -25,8 +25,21 @@ from typing import Any, Dict, Mapping, Optional
 # drain_timeout, and vLLM's --shutdown-timeout); plans recorded before it carried one get it
 DEFAULT_DRAIN_TIMEOUT = 120
 
-IN_FLIGHT = re.compile(r"(?m)^vllm:num_requests_(?:running|waiting)(?:\{[^}]*\})? ([0-9.e+-]+)$")
-FINISHED = re.compile(r"(?m)^vllm:request_success_total(?:\{[^}]*\})? ([0-9.e+-]+)$")
+
+
+def _series(name: str) -> "re.Pattern[str]":
+    """The values of series ``name`` in a Prometheus text, one per label set."""
+    return re.compile(r"(?m)^" + name + r"(?:\{[^}]*\})? ([0-9.e+-]+)$")
+
+
+IN_FLIGHT = _series(r"vllm:num_requests_(?:running|waiting)")
+FINISHED = _series(re.escape("vllm:request_success_total"))
+# status.yml's load columns (load() below)
+RUNNING = _series(re.escape("vllm:num_requests_running"))
+WAITING = _series(re.escape("vllm:num_requests_waiting"))
+KV_USAGE = _series(re.escape("vllm:kv_cache_usage_perc"))
+GENERATED = _series(re.escape("vllm:generation_tokens_total"))
+PROMPTED = _series(re.escape("vllm:prompt_tokens_total"))
 
 
 def _sum(pattern: "re.Pattern[str]", text: Any) -> Optional[float]:
@@ -98,21 +111,11 @@ def response(kind: str, status: Any, text: Any) -> Optional[Dict[str, Any]]:
         return None
 
 
-
 # Load (status.yml): what a vLLM server's /metrics says about how busy it is, as vLLM 0.32
 # exports it (vllm/v1/metrics/loggers.py): the gauges vllm:num_requests_running / _waiting
 # (summed over engines) and vllm:kv_cache_usage_perc (a fraction, 1 = full; the fullest engine
 # counts), and the counters vllm:generation_tokens_total / vllm:prompt_tokens_total read twice,
 # ``seconds`` apart, for tokens per second.
-def _series(name: str) -> "re.Pattern[str]":
-    return re.compile(r"(?m)^" + re.escape(name) + r"(?:\{[^}]*\})? ([0-9.e+-]+)$")
-
-
-RUNNING = _series("vllm:num_requests_running")
-WAITING = _series("vllm:num_requests_waiting")
-KV_USAGE = _series("vllm:kv_cache_usage_perc")
-GENERATED = _series("vllm:generation_tokens_total")
-PROMPTED = _series("vllm:prompt_tokens_total")
 
 
 def _rate(pattern: "re.Pattern[str]", before: Any, after: Any, seconds: float) -> Optional[float]:
