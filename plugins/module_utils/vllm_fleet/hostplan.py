@@ -148,6 +148,11 @@ class HostPlan:
     drain: Optional[Dict[str, Any]] = _doc("the router that lists this host's server", default=None)
     drain_timeout: int = _doc("seconds a drain waits for this host's servers' requests in flight "
                               "(vllm_fleet_drain_timeout; their --shutdown-timeout). Not hashed", default=120)
+    slo: Dict[str, Any] = _doc("the deployment's SLO (vllm_fleet_slo: bench.yml and the canary's gate check it; "
+                               "{}: none). Not hashed", default_factory=dict)
+    slo_max_regression: Optional[int] = _doc("percent the canary may be worse than the newest bench report "
+                                             "(vllm_fleet_slo_max_regression; None: not compared). Not hashed",
+                                             default=None)
     # across the deployments of the machine (plan_fleet); left out of the dict when None
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "

@@ -104,6 +104,23 @@ def prometheus_config(directory: str, interval: str = "15s") -> Dict[str, Any]:
                                for job in JOBS]}
 
 
+def prometheus_yml(directory: str, interval: str = "15s") -> Dict[str, Any]:
+    """A whole prometheus.yml for a Prometheus that monitors only the fleet (monitoring.yml with
+    vllm_fleet_monitoring_install): scrape and rule evaluation every ``interval``, and
+    :func:`prometheus_config`'s jobs and rules."""
+    return {"global": {"scrape_interval": interval, "evaluation_interval": interval},
+            **prometheus_config(directory, interval)}
+
+
+def listen_url(listen: str) -> str:
+    """Where the monitoring host itself reaches a Prometheus bound to ``listen`` (``ADDRESS:PORT``):
+    loopback for every-interface binds."""
+    host, _, port = listen.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]", "::"):
+        host = "127.0.0.1"
+    return f"http://{host}:{port}"
+
+
 def fleet_targets(hostvars: Mapping[str, Any], hosts: Sequence[str], monitor_host: Optional[str] = None) -> Dict[str, Any]:
     """targets() of the hosts' plans (filter ``hostvars | vllm_fleet_monitoring_targets(hosts, monitor_host)``);
     hosts without a plan deploy nothing and are left out."""

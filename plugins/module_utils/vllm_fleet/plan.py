@@ -46,6 +46,7 @@ SETTING_KEYS = (
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
     "router_port", "router_metrics_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
+    "slo", "slo_max_regression",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -392,7 +393,8 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
             secret_vars=dict(sorted({env: secret_table.BY_ENV[env].var for p in processes
                                      for env in p.secret_env + [c["secret"] for c in p.credentials]}.items())),
             address=mine[0].host.address,
-            drain_timeout=drain_timeout_of(dep.settings.get("drain_timeout")))
+            drain_timeout=drain_timeout_of(dep.settings.get("drain_timeout")),
+            slo=dict(dep.settings.get("slo") or {}), slo_max_regression=dep.settings.get("slo_max_regression"))
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry

@@ -273,6 +273,21 @@ CONTRACT: List[Case] = [
     Case("gpus-words", {"vllm_fleet_gpus": "first four"}, "vllm_fleet_gpus"),
     Case("gpus-empty", {"vllm_fleet_gpus": []}, "vllm_fleet_gpus"),
     Case("gpus-mapping", {"vllm_fleet_gpus": {"0": True}}, "vllm_fleet_gpus"),
+    # SLO, bench and monitoring options
+    Case("slo-unknown-key", {"vllm_fleet_slo": {"p99_latency": 5}}, "vllm_fleet_slo.p99_latency",
+         also="unknown SLO key"),
+    Case("slo-negative", {"vllm_fleet_slo": {"p99_ttft_ms": -1}}, "vllm_fleet_slo.p99_ttft_ms"),
+    Case("slo-text", {"vllm_fleet_slo": {"min_output_tok_s": "fast"}}, "vllm_fleet_slo.min_output_tok_s"),
+    Case("slo-error-rate", {"vllm_fleet_slo": {"max_error_rate": 5}}, "vllm_fleet_slo.max_error_rate"),
+    Case("slo-list", {"vllm_fleet_slo": ["p99_ttft_ms"]}, "vllm_fleet_slo"),
+    Case("slo-regression-negative", {"vllm_fleet_slo_max_regression": -5}, "vllm_fleet_slo_max_regression"),
+    Case("bench-prompts-0", {"vllm_fleet_bench_prompts": 0}, "vllm_fleet_bench_prompts"),
+    Case("bench-rate-word", {"vllm_fleet_bench_request_rate": "fast"}, "vllm_fleet_bench_request_rate"),
+    Case("bench-target-word", {"vllm_fleet_bench_target": "gpus"}, "vllm_fleet_bench_target"),
+    Case("bench-dir-dotdot", {"vllm_fleet_bench_dir": "../elsewhere"}, "vllm_fleet_bench_dir"),
+    Case("monitoring-listen-port", {"vllm_fleet_monitoring_listen": "127.0.0.1:99999"}, "vllm_fleet_monitoring_listen"),
+    Case("monitoring-interval", {"vllm_fleet_monitoring_interval": "often"}, "vllm_fleet_monitoring_interval"),
+    Case("monitoring-debs-relative", {"vllm_fleet_monitoring_debs": "debs"}, "vllm_fleet_monitoring_debs"),
 ]
 # a host in two deployment groups (Ansible would silently keep one group's variables)
 TWO_GROUPS = Case("two-groups", {}, "vllm_fleet_deployment", base=False)

@@ -101,3 +101,19 @@ def test_shipped_rules_and_dashboard_use_the_target_labels_and_vllm_names():
                    "e2e_request_latency_seconds", "kv_cache_usage_perc", "num_requests_waiting", "num_preemptions_total",
                    "prefix_cache_hits_total"):
         assert any(f"vllm:{metric}" in e for e in exprs), metric
+
+
+def test_a_whole_prometheus_yml_for_an_installed_prometheus():
+    doc = monitoring.prometheus_yml("/etc/prometheus/vllm-fleet", "1s")
+    assert doc["global"] == {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    assert doc["rule_files"] == ["/etc/prometheus/vllm-fleet/vllm-fleet-rules.yml"]
+    assert [j["job_name"] for j in doc["scrape_configs"]] == ["vllm-fleet-vllm", "vllm-fleet-router", "vllm-fleet-mooncake"]
+    assert all(j["scrape_interval"] == "1s" for j in doc["scrape_configs"])
+    assert doc["scrape_configs"][0]["file_sd_configs"] == [{"files": ["/etc/prometheus/vllm-fleet/vllm-fleet-vllm.json"]}]
+
+
+@pytest.mark.parametrize("listen, url", [("127.0.0.1:9090", "http://127.0.0.1:9090"),
+                                         ("0.0.0.0:9091", "http://127.0.0.1:9091"),
+                                         ("10.0.0.5:9090", "http://10.0.0.5:9090")])
+def test_where_the_monitoring_host_reaches_its_prometheus(listen, url):
+    assert monitoring.listen_url(listen) == url
