@@ -17,7 +17,8 @@ host. Nothing is simulated here: this is where serving is the point.
 3b. bench.yml twice: vllm bench serve against each replica and the router, the result JSONs,
    report and PNG plots on the controller, the report's numbers equal to the JSONs', the second
    report compared with the first. A rolling update whose canary misses an SLO (p99 TTFT 1 ms)
-   puts the canary back and stops there: replica 1 never touched, the failure names the figure.
+   and is far worse than a previous report (vllm_fleet_slo_max_regression) puts the canary back
+   and stops there: replica 1 never touched, the failure names each figure.
 4. Monitoring: playbooks/monitoring.yml writes the Prometheus targets on the router host, installs
    Debian's prometheus there (from .deb files: test hosts reach no mirror) and runs it with the
    package's unit and the fleet's drop-in; it scrapes both servers and the router; every expression of
@@ -270,16 +271,31 @@ def test_bench_measures_real_vllm_and_the_router_and_compares_with_the_previous_
               + f"; run {first.seconds:.0f} s and {second.seconds:.0f} s")
 
 
-def test_a_canary_that_misses_the_slo_is_put_back_and_stops_the_rollout(rreal, capsys):
+def test_a_canary_that_misses_the_slo_is_put_back_and_stops_the_rollout(rreal, tmp_path, capsys):
+    from vllm_fleet import bench
+
+    # a previous report (same bench settings) whose figures no CPU canary can match: the
+    # comparison with it (vllm_fleet_slo_max_regression) must fail too
+    reports = tmp_path / "reports"
+    earlier = reports / "rreal" / "20260101T000000Z"
+    earlier.mkdir(parents=True)
+    settings = bench.settings_of({k.replace("vllm_fleet_", ""): v for k, v in BENCH.items()})
+    fast = {"completed": 8, "failed": 0, "duration": 0.01, "output_throughput": 1e9, "request_throughput": 1e7,
+            "total_token_throughput": 1e9, "p99_ttft_ms": 0.001}
+    doc = bench.report("rreal", [{"target": NAMES[0], "kind": "instance", "host": "rreal-a", "result": fast}], settings)
+    (earlier / "report.json").write_text(json.dumps(doc))
     before = {n: docker_inspect(n) for n in NAMES}
     run = playbook("deploy.yml", rreal.inventory, "-l", "rreal", "-e",
                    json.dumps({"vllm_fleet_extra_args": ["--max-num-seqs", "16"], **BENCH,
-                               "vllm_fleet_slo": {"p99_ttft_ms": 1}}), timeout=1200)
+                               "vllm_fleet_slo": {"p99_ttft_ms": 1}, "vllm_fleet_slo_max_regression": 10,
+                               "vllm_fleet_bench_dir": str(reports)}), timeout=1200)
     assert run.rc != 0, run
     said = " ".join(run.out.split())
-    m = re.search(r"SLO missed by the canary \(vllm-fleet-rreal-r0: p99_ttft_ms: measured ([0-9.]+), threshold <= 1\)",
+    m = re.search(r"SLO missed by the canary \(vllm-fleet-rreal-r0: p99_ttft_ms: measured ([0-9.]+), threshold <= 1;",
                   said)
     assert m and float(m.group(1)) > 1, said[-3000:]
+    assert re.search(r"vllm-fleet-rreal-r0: output_throughput: [0-9.]+ vs 1000000000 before \(-100\.0 %, at most 10 % "
+                     r"worse allowed\)", said), said[-3000:]
     assert "rolled back" in said, said[-3000:]
     r0, r1 = (docker_inspect(n) for n in NAMES)
     assert r0["State"]["Running"] and r0["Config"]["Cmd"] == before[NAMES[0]]["Config"]["Cmd"]
@@ -409,7 +425,20 @@ def test_status_under_load_reads_each_servers_load_version_and_uptime(rreal, cap
     [dep] = doc["deployments"]
     assert (dep["instances"], dep["instances_serving"], dep["routers_serving"]) == (2, 2, 1), dep
     assert stats["failed"] == 0, stats
+    # the same as the table an operator reads (the README shows this one)
+    table = playbook("status.yml", rreal.inventory, "-l", "rreal")
+    assert table.rc == 0, table
+    lines = [l.strip() for l in table.out.splitlines()]
+    header = next(l for l in lines if l.startswith("HOST") and "DEPLOYMENT" in l)
+    assert header.split() == [c.upper() for c in ("host", "deployment", "rev", "recipe", "process", "role", "runtime",
+                                                  "state", "health", "model", "inventory", "version", "uptime",
+                                                  "restarts", "running", "waiting", "kv_pct", "tok_s")], header
+    shown = [l for l in lines if l.startswith("rreal-") and " rreal " in f" {l} "]
+    for name in (*NAMES, "vllm-fleet-rreal-router"):
+        row = next(l.split() for l in shown if name in l.split())
+        assert row[7:9] == ["running", "serving"], row
     with capsys.disabled():
+        print("\n".join([header] + shown + [next(l for l in lines if l.startswith("deployment rreal:"))]))
         print(f"status under load: {dep['line']}; "
               + ", ".join(f"{n}: v{rows[n]['version']} up {rows[n]['uptime']} {rows[n]['tok_s']} tok/s "
                           f"kv {rows[n]['kv_pct']} %" for n in NAMES) + f" ({run.seconds:.0f} s)")
