@@ -114,7 +114,7 @@ def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, diges
         "vram_gb_per_gpu": 0.0, "instance_hosts": ["dg-a"], "head": "dg-a", "node_rank": 0,
         "max_fail_percentage": 0, "phases": ["engine"], "command": "(digest test)", "health": {"enabled": False},
         "files": [], "config_dir": "/etc/vllm-fleet/e2e-digest", "exposed": [], "secret_files": [], "secret_vars": {},
-        "hash": "digesthost012345", "drain_timeout": 120,
+        "hash": "digesthost012345", "drain_timeout": 120, "slo": {}, "slo_max_regression": None,
         "accelerator_setup": {"name": "cpu", "unit": {"groups": [], "env": {}}, "uv": {}},
         "processes": [{"name": CONTAINER, "kind": "vllm", "role": "single", "rank": 0, "phase": "engine",
                        "runtime": "docker", "image": digest_ref, "argv": ARGV, "env": {}, "secret_env": [],
