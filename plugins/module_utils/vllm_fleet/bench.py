@@ -21,19 +21,15 @@ A result is the JSON ``vllm bench serve --save-result`` writes (vLLM 0.32: ``com
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .monitoring import _address, _hostport
+from .slo import CEILINGS, FLOORS, LATENCY_KEY_RE, slo_problems  # noqa: F401 (slo_problems: bench's API too)
 
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2E latency"}
 PERCENTILES = (50, 90, 99)
-# SLO keys: a latency statistic in ms (at most), or a floor / ceiling of a whole-run figure
-LATENCY_KEY_RE = re.compile(r"^(mean|median|p(?:[1-9][0-9]{0,2}(?:\.[0-9]+)?))_(ttft|tpot|itl|e2el)_ms\Z")
-FLOORS = {"min_output_tok_s": "output_throughput", "min_total_tok_s": "total_token_throughput",
-          "min_requests_s": "request_throughput"}
-CEILINGS = {"max_error_rate": "error_rate"}
 # figures a report shows and compares: (result key, label, higher is better)
 THROUGHPUTS = (("output_throughput", "output tok/s", True), ("total_token_throughput", "total tok/s", True),
                ("request_throughput", "requests/s", True))
@@ -47,31 +43,7 @@ DEFAULT_SETTINGS = {"prompts": 100, "input_len": 512, "output_len": 128, "reques
 RESULT_FILE = "result.json"
 
 
-# ---- the SLO -------------------------------------------------------------------------------------
-
-def slo_problems(slo: Any, where: str = "vllm_fleet_slo") -> List[str]:
-    """Problems (``where.key: why``) of an SLO mapping: known keys, numbers >= 0, an error rate <= 1."""
-    if not isinstance(slo, Mapping):
-        return [f"{where}: must be a mapping such as {{p99_ttft_ms: 800, min_output_tok_s: 50}}"]
-    out = []
-    for key, value in slo.items():
-        if not isinstance(key, str) or not (LATENCY_KEY_RE.fullmatch(key) or key in FLOORS or key in CEILINGS):
-            out.append(f"{where}.{key}: unknown SLO key; use <mean|median|pN>_<ttft|tpot|itl|e2el>_ms (at most, "
-                       f"in ms, e.g. p99_ttft_ms), {', '.join(sorted(FLOORS))} (at least) or max_error_rate "
-                       f"(a fraction from 0 to 1)")
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            out.append(f"{where}.{key}: must be a number >= 0, got {value!r}")
-        elif key == "max_error_rate" and value > 1:
-            out.append(f"{where}.{key}: is a fraction of the requests (0 to 1), got {value!r}")
-        elif LATENCY_KEY_RE.fullmatch(key) and key.startswith("p") and float(key.split("_")[0][1:]) >= 100:
-            out.append(f"{where}.{key}: a percentile must be below 100")
-        elif LATENCY_KEY_RE.fullmatch(key) and key.startswith("p") and "." in key.split("_")[0] and \
-                (key.split("_")[0].endswith("0") or float(key.split("_")[0][1:]).is_integer()):
-            p = key.split("_")[0][1:].rstrip("0").rstrip(".")
-            out.append(f"{where}.{key}: write the percentile as vLLM names it: p{p}_{key.split('_', 1)[1]}")
-    return out
-
+# ---- the SLO (its keys: slo.py) -----------------------------------------------------------------
 
 def percentiles(slo: Optional[Mapping[str, Any]] = None) -> List[str]:
     """The ``--metric-percentiles`` a run needs: 50, 90, 99 and every one the SLO names."""
@@ -170,10 +142,7 @@ def model_of(argv: Sequence[str]) -> Optional[str]:
 
 
 def _url(address: Optional[str], port: Any) -> Optional[str]:
-    if not address or not port:
-        return None
-    address = str(address)
-    return f"http://[{address.strip('[]')}]:{port}" if ":" in address.strip("[]") else f"http://{address}:{port}"
+    return f"http://{_hostport(str(address), port)}" if address and port else None
 
 
 def targets(plans: Mapping[str, Mapping[str, Any]], which: str = "all") -> Dict[str, Any]:
@@ -214,13 +183,11 @@ def targets(plans: Mapping[str, Mapping[str, Any]], which: str = "all") -> Dict[
                 continue
             run_host, runner = runners[deployment]
             bind = proc.get("bind")
-            if run_host == host:
-                address = "127.0.0.1" if bind in (None, "0.0.0.0", "::", "[::]") else bind
-            elif bind in ("127.0.0.1", "localhost", "::1", "[::1]"):
+            # where the client reaches it: the same rule as Prometheus's (monitoring._address)
+            address = _address(plan, bind, local=run_host == host)
+            if not address:
                 skipped.append(f"{host} {proc['name']}: listens on {bind} only; the client on {run_host} cannot reach it")
                 continue
-            else:
-                address = plan.get("address") if bind in (None, "0.0.0.0", "::", "[::]") else bind
             out.setdefault(run_host, []).append({
                 "name": proc["name"], "kind": "router", "deployment": deployment, "host": host,
                 "url": _url(address, proc["port"]), "runner": runner})

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import bench, secret_table, vllmargs
+from . import secret_table, slo, vllmargs
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -894,7 +894,7 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
         if isinstance(out.get(name), dict):
             _env_rules(c, name, out[name])
     if isinstance(out.get("vllm_fleet_slo"), dict):
-        for problem in bench.slo_problems(out["vllm_fleet_slo"]):
+        for problem in slo.slo_problems(out["vllm_fleet_slo"]):
             name, _, why = problem.partition(": ")
             c.bad(name, why)
     privileged = out.get("vllm_fleet_privileged_ports") is True
