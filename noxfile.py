@@ -63,7 +63,7 @@ def unit(session: nox.Session) -> None:
     fails the session on any skip whose reason does not start with "platform:".
     """
     if session.venv_backend != "none":
-        session.install("-e", ".[bench]", "pytest>=8", "ansible-core>=2.17,<2.20")
+        session.install("-e", ".[bench,stage]", "pytest>=8", "ansible-core>=2.17,<2.20")
     session.run("python", "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
                 "--fail-on-skip", *session.posargs)
 
@@ -219,7 +219,7 @@ def molecule(session: nox.Session) -> None:
 @nox.session
 def e2e(session: nox.Session) -> None:
     """End-to-end deploys on the local testbed (docker engine, SSH test hosts, real vLLM)."""
-    session.install("-e", ".[bench]", "pytest>=8", "pytest-xdist>=3.5", "ansible-core>=2.17,<2.20")
+    session.install("-e", ".[bench,stage]", "pytest>=8", "pytest-xdist>=3.5", "ansible-core>=2.17,<2.20")
     session.run("bash", "tests/testbed/setup.sh", external=True)
     # posargs naming test files or node ids run those instead of the whole suite
     chosen = [a for a in session.posargs if a.startswith("tests/")]

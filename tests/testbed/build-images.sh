@@ -56,7 +56,7 @@ log() { echo "[build-images] $*"; }
 declare -A INCLUDE=(
     [base]="python3"
     [systemd]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl"
-    [host]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl,python3-docker,python3-venv,procps,g++,python3-dev,libnuma1,openssl,libibverbs1,libcurl4"
+    [host]="python3,openssh-server,sudo,systemd,systemd-sysv,dbus,iproute2,ca-certificates,curl,python3-docker,python3-venv,procps,g++,python3-dev,libnuma1,openssl,libibverbs1,libcurl4,rsync"
     [vllm-base]="python3,g++,python3-dev,libnuma1,libgomp1,openssl"
 )
 # PATH of the test hosts: the FAKE GPU tools (tests/fakes/bin, bind-mounted read-only at

@@ -42,6 +42,13 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v docker >/dev/null 2>&1; 
     log "installed docker.io in $(elapsed "$ti") s"
 fi
 
+# 1b. rsync: the controller sends staged model snapshots with it (the stage phase's first round)
+if ! command -v rsync >/dev/null 2>&1; then
+    log "rsync missing: installing it from Debian"
+    apt-get update -qq
+    with_progress docker-engine -- apt-get install -y -qq --no-install-recommends rsync >/dev/null
+fi
+
 # 2. already running? leave it alone
 if engine_answers; then
     log "engine already answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?')); nothing to do ($(elapsed "$t0") s)"

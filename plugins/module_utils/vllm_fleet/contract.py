@@ -151,6 +151,25 @@ VARIABLES: Tuple[Var, ...] = (
     Var("extra_args", "list", "vLLM arguments appended last (they win the last-wins dedupe); no secrets."),
     Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only): an absolute "
         "path in normal form, without `:` or `,`, not a system directory.", path="dir"),
+    Var("model_source", "str", "Where the weights come from before anything stops (`playbooks/stage.yml`, and "
+        "deploy.yml's stage phase): `hub`: downloaded once per fleet on the controller (huggingface_hub, honouring "
+        "`HF_ENDPOINT` and the vaulted HF token) and fanned out host to host; `controller`: a snapshot directory on "
+        "the controller (`vllm_fleet_model_controller_path`), fanned out; `path`: `vllm_fleet_model_path`, a "
+        "directory every host already mounts, checked on every host (same files and sizes); `none` (default): "
+        "nothing is staged, the server resolves its model itself. Staged servers read their copy with "
+        "`HF_HUB_OFFLINE=1`.", choices=("hub", "controller", "path", "none")),
+    Var("model_revision", "str", "The model revision staged (a branch, tag or commit; default `main`; pin a commit "
+        "for a reproducible fleet): each revision is its own directory on the hosts.",
+        pattern=re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"),
+        pattern_hint="a branch, tag or commit of letters, digits and . _ -"),
+    Var("model_controller_path", "str", "`vllm_fleet_model_source: controller`: the model directory on the "
+        "controller that is staged (an absolute path in normal form).", path="dir"),
+    Var("stage_bwlimit", "int", "Staging: the most each transfer sends, in KiB/s (rsync `--bwlimit`); unset: "
+        "no limit.", minimum=1, maximum=100000000),
+    Var("stage_margin", "int", "Staging: free space a host must have beyond what is still missing of the "
+        "snapshot, in percent of the snapshot's size.", default=10, minimum=0, maximum=1000),
+    Var("rack", "str", "The host's rack or switch: staging prefers a sender of the same rack.", scope="host",
+        pattern=CHOICE_RE, pattern_hint="a rack name"),
     Var("env", "dict", "Extra environment for vLLM processes; no secrets (use the secret variables). `LD_PRELOAD` "
         "(absolute paths, `:` or blank separated) and `LD_LIBRARY_PATH` (absolute directories, `:` separated) are "
         "accepted here (and in the other `*_env`), not from recipes; the other loader variables are refused."),
@@ -357,6 +376,10 @@ VARIABLES: Tuple[Var, ...] = (
         "installed instead of asking the host's Debian mirror (hosts without one).", scope="run",
         pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"), pattern_hint="an absolute path of letters, digits and _ . / -",
         path="dir"),
+    Var("stage_cache", "str", "Staging, `hub` source: the controller directory snapshots are downloaded to "
+        "(`<dir>/<org>--<name>--<revision>/`; relative paths are relative to the checkout).", scope="run",
+        default="stage-cache", pattern=re.compile(r"^(?!.*(?:^|/)\.\.(?:/|\Z))[A-Za-z0-9_./-]{1,400}\Z"),
+        pattern_hint="a path of letters, digits and _ . / - without .."),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
         "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
@@ -364,7 +387,7 @@ BY_NAME: Dict[str, Var] = {v.full: v for v in VARIABLES}
 # the plan's settings keys (HostInput.settings) and the variable each comes from
 SETTINGS: Dict[str, str] = {(v.setting or v.name): v.full for v in VARIABLES
                             if v.scope in ("deployment",) or v.name in ("hardware", "host_env", "listen", "gpus",
-                                                                        "replicas_per_host", "gpu_health")
+                                                                        "replicas_per_host", "gpu_health", "rack")
                             or v.name.startswith(ACCELERATOR_PREFIXES)}
 # Set by the playbooks themselves (facts, per-play state): an inventory must not set them. The
 # plan action meets them as this run's facts on its later calls, so they are passed over there.
@@ -372,7 +395,12 @@ INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes
                       "vllm_fleet_run", "vllm_fleet_preamble_contract", "vllm_fleet_preamble_fit_checks",
                       "vllm_fleet_current", "vllm_fleet_bench_targets", "vllm_fleet_bench_one", "vllm_fleet_bench_out",
                       "vllm_fleet_bench_processes",
-                      "vllm_fleet_bench_results"})
+                      "vllm_fleet_bench_results"}
+                     # the stage phase's facts and registered results (playbooks/_stage.yml, tasks/stage_*.yml)
+                     | {f"vllm_fleet_stage_{n}" for n in (
+                         "found", "sources", "manifest", "check", "plan", "start", "keydir", "pub", "hostkey", "in",
+                         "out", "rsync", "ssh", "from_controller", "sent", "verified", "refed_controller", "refed",
+                         "bytes", "path", "round", "sent_totals")})
 # Internal by prefix: the parameters of roles/vllm_fleet_systemd, which vllm_fleet_uv,
 # vllm_fleet_services and teardown pass it from their own variables. Never a fact, so an
 # inventory that sets one is refused (naming the variables an operator sets instead).

@@ -153,6 +153,11 @@ class HostPlan:
     slo_max_regression: Optional[int] = _doc("percent the canary may be worse than the newest bench report "
                                              "(vllm_fleet_slo_max_regression; None: not compared). Not hashed",
                                              default=None)
+    stage: Optional[Dict[str, Any]] = _doc(
+        "what the stage phase puts on this engine host before anything stops (staging.stage_block): source "
+        "(hub | controller | path), model, revision, key, store, dir (what the server reads), manifest (the "
+        "verified manifest's path), controller_path, margin_pct, bwlimit, rack; left out when nothing is staged. "
+        "Not hashed (the staged dir is in the processes' argv)", default=None)
     # across the deployments of the machine (plan_fleet); left out of the dict when None
     gpus_idle: Optional[List[int]] = _doc("GPUs of the host's machine that no server of the run uses (the run "
                                           "summary reports them); None (left out): all used, or the facts do "
@@ -172,7 +177,7 @@ class HostPlan:
 
     def to_dict(self) -> Dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
-               if k != "processes" and not (k in ("gpus_idle", "gpu_health") and v is None)}
+               if k != "processes" and not (k in ("gpus_idle", "gpu_health", "stage") and v is None)}
         out["processes"] = [p.to_dict() for p in self.processes]
         return dict(out)
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select
+from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select, staging
 from .contract import NAME_RE, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -46,7 +46,8 @@ SETTING_KEYS = (
     "image_tag", "port", "served_model_name", "extra_args", "model_path", "env",
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
     "router_port", "router_metrics_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
-    "slo", "slo_max_regression",
+    "slo", "slo_max_regression", "model_source", "model_revision", "model_controller_path", "stage_bwlimit",
+    "stage_margin",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")
@@ -289,6 +290,13 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
                         f"vllm_fleet_port {port}; set the port in one place")
     if problems:
         raise PlanError(problems)
+    # staging (staging.py): a staged copy is what the server reads, offline
+    stage, stage_problems = staging.stage_block(settings, str(variant.get("model_id") or hf_id))
+    if stage_problems:
+        raise PlanError([f"{hosts[0].name}: {p}" for p in stage_problems])
+    if stage and stage["source"] in ("hub", "controller"):
+        settings = dict(settings, model_path=stage["dir"],
+                        env={**as_map(settings.get("env")), "HF_HUB_OFFLINE": "1"})
     dep = Deployment(settings=settings, recipe=recipe, variant=variant, req=req,
                      deploy_type=deploy_type, profile=cat.profiles[hardware], name=name,
                      runtime=runtime, store=store, values={}, problems=problems)
@@ -302,7 +310,7 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
         slots = place_plain(cat, dep, list(hosts), deploy_type)
     if problems and not slots:
         raise PlanError(problems)
-    out = _host_plans(dep, slots)
+    out = _host_plans(dep, slots, stage)
     if problems:
         raise PlanError(problems)
     return out
@@ -337,7 +345,7 @@ def _check_reachable(dep: "Deployment", out: Dict[str, HostPlan]) -> None:
                         f"on {router_host} reaches it at {match.group(0)}; listen on all or on {address}")
 
 
-def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]:
+def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
     """Each host's plan (as the dicts the playbooks read), from the placed slots."""
     req, profile = dep.req, dep.profile
     units = sorted({s.unit_index for s in slots if s.unit_index is not None})
@@ -394,7 +402,8 @@ def _host_plans(dep: Deployment, slots: List[Slot]) -> Dict[str, Dict[str, Any]]
                                      for env in p.secret_env + [c["secret"] for c in p.credentials]}.items())),
             address=mine[0].host.address,
             drain_timeout=drain_timeout_of(dep.settings.get("drain_timeout")),
-            slo=dict(dep.settings.get("slo") or {}), slo_max_regression=dep.settings.get("slo_max_regression"))
+            slo=dict(dep.settings.get("slo") or {}), slo_max_regression=dep.settings.get("slo_max_regression"),
+            stage=dict(stage, rack=mine[0].host.settings.get("rack")) if stage and engine is not None else None)
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry

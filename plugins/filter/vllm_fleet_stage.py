@@ -1,0 +1,49 @@
+# -*- coding: utf-8 -*-
+"""The stage playbook's schedule: which snapshot each host receives from whom, round by round."""
+
+from __future__ import annotations
+
+import sys
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    from vllm_fleet import staging
+except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
+    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
+                      "run `pip install -e .` in the vllm-fleet checkout") from exc
+
+DOCUMENTATION = r"""
+---
+name: vllm_fleet_stage_schedule
+short_description: The staging schedule of a run (vllm_fleet.staging.fleet_schedule)
+description:
+  - From every play host's plan (its C(stage) block), the snapshots to stage, the fan-out rounds and what each
+    host receives and sends in each round.
+options:
+  _input:
+    description: hostvars.
+    type: dict
+    required: true
+  hosts:
+    description: The play's hosts.
+    type: list
+    required: true
+  cache_dir:
+    description: The controller directory Hub snapshots are downloaded to.
+    type: str
+    required: true
+"""
+
+
+def stage_schedule(hostvars, hosts, cache_dir, have=()):
+    stages = {h: (hostvars[h].get("vllm_fleet_plan") or {}).get("stage") for h in hosts}
+    try:
+        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()))
+    except ValueError as exc:
+        raise AnsibleFilterError(f"vllm-fleet staging: {exc}") from None
+
+
+class FilterModule:
+    def filters(self):
+        return {"vllm_fleet_stage_schedule": stage_schedule}

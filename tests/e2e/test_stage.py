@@ -1,0 +1,146 @@
+"""The stage phase (issue 23): a model snapshot on the controller fanned out to 8 test hosts.
+
+A real small model (the testbed's all-MiniLM-L6-v2) plus a generated filler file is staged with
+``vllm_fleet_model_source: controller`` by playbooks/stage.yml on 8 light test hosts (no GPU,
+no server started): the controller sends it once, then every host that holds a verified copy
+sends it on over SSH with a key made for the run (rsync, restricted to the store by rrsync).
+In order:
+
+1. a host whose store is a 4 MiB tmpfs stops the run before any transfer (host, path, needed, free);
+2. the fan-out: 8 hosts in 4 rounds, every copy sha256-verified, the controller sent the snapshot
+   once (bytes from rsync's own --stats), no key or known_hosts of the run left on any host;
+3. a re-run sends nothing;
+4. a copy corrupted on one host (same size, other bytes) is found and fed again from a host;
+5. an interrupted transfer (half of the filler left in the partial dir) resumes: the hosts send
+   far less than the filler's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import MINILM, MINILM_DIR, host_exec, playbook
+
+pytestmark = pytest.mark.e2e
+
+HOSTS = [f"stage{i}" for i in range(8)]
+GROUPS = {"stagers": {"hosts": {h: "none" for h in HOSTS}}}
+KEY = "sentence-transformers--all-MiniLM-L6-v2--main"
+STORE = "/var/lib/vllm-fleet/models"
+DIR = f"{STORE}/{KEY}"
+FILLER_MIB = 24
+SUMMARY = re.compile(r"staged: (\d+) hosts, (\d+) fed in (\d+) rounds in ([0-9.]+) s; controller sent (\d+) bytes, "
+                     r"hosts sent (\d+) bytes \(snapshot (\d+) bytes\)")
+
+
+@pytest.fixture(scope="module")
+def snapshot(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("stage-src") / "minilm"
+    shutil.copytree(MINILM_DIR, root)
+    (root / "filler.bin").write_bytes(os.urandom(FILLER_MIB << 20))   # random: rsync cannot compress it away
+    return root
+
+
+@pytest.fixture(scope="module")
+def fleet(make_fleet, snapshot):
+    common = {k: v for k, v in MINILM.items() if k != "vllm_fleet_model_path"}
+    common.update({"vllm_fleet_runtime": "docker", "vllm_fleet_deployment": "stage-mini",
+                   "vllm_fleet_model_source": "controller", "vllm_fleet_model_controller_path": str(snapshot),
+                   "vllm_fleet_replicas_per_host": 1})
+    return make_fleet("stage", GROUPS, common)
+
+
+def _run(fleet):
+    run = playbook("stage.yml", fleet.inventory)
+    match = SUMMARY.search(" ".join(run.out.split()))     # (the callback folds long lines)
+    return run, match
+
+
+def _sha(fleet, host: str, rel: str) -> str:
+    out = host_exec(fleet.container(host), ["sha256sum", f"{DIR}/{rel}"])
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()[0]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_host_short_of_disk_stops_the_run_before_any_transfer(fleet):
+    small = fleet.container("stage7")
+    host_exec(small, ["mkdir", "-p", STORE])
+    mounted = host_exec(small, ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", STORE])
+    assert mounted.returncode == 0, mounted.stderr
+    try:
+        run, _ = _run(fleet)
+        assert run.rc != 0
+        assert re.search(rf"stage7: {DIR}: not enough free disk for the model snapshot: needs [0-9.]+ MiB "
+                         rf"\(\d+ bytes: .* missing \+ 10 % margin\), {STORE} has [0-9.]+ MiB \(\d+ bytes\) free", " ".join(run.out.split())), run.out
+        for host in HOSTS:      # nothing was sent anywhere
+            assert host_exec(fleet.container(host), ["test", "-e", DIR]).returncode != 0, host
+    finally:
+        assert host_exec(small, ["umount", STORE]).returncode == 0
+
+
+def test_fan_out_to_8_hosts_the_controller_sends_once(fleet, snapshot):
+    run, match = _run(fleet)
+    assert run.rc == 0, run.out
+    assert match, run.out
+    hosts, fed, rounds, seconds, by_controller, by_hosts, size = match.groups()
+    assert (int(hosts), int(fed), int(rounds)) == (8, 8, 4)
+    size = int(size)
+    assert size > FILLER_MIB << 20
+    # rsync's own count of what the controller sent: the snapshot once (plus protocol overhead)
+    assert size <= int(by_controller) < 1.05 * size, run.out
+    assert int(by_hosts) >= 7 * size
+    print(f"fan-out: 8 hosts, 4 rounds, {float(seconds):.1f} s; controller sent {int(by_controller)} bytes "
+          f"({int(by_controller) / size:.2f} x the snapshot), hosts {int(by_hosts)}")
+    want = _digest(snapshot / "filler.bin")
+    for host in HOSTS:
+        assert _sha(fleet, host, "filler.bin") == want, host
+        assert _sha(fleet, host, "config.json") == _digest(snapshot / "config.json"), host
+        c = fleet.container(host)
+        assert host_exec(c, ["test", "-s", f"{DIR}.manifest.json"]).returncode == 0, host
+        # no trust of the run outlives it
+        assert host_exec(c, ["test", "-e", "/run/vllm-fleet-stage"]).returncode != 0, host
+        keys = host_exec(c, ["cat", "/root/.ssh/authorized_keys"]).stdout
+        assert "vllm-fleet-stage" not in keys and "rrsync" not in keys, host
+
+
+def test_a_rerun_sends_nothing(fleet):
+    run, match = _run(fleet)
+    assert run.rc == 0, run.out
+    assert match and match.group(2) == "0" and match.group(5) == "0" and match.group(6) == "0", run.out
+
+
+def test_a_corrupted_copy_is_found_and_fed_again_from_a_host(fleet, snapshot):
+    c = fleet.container("stage3")
+    bad = host_exec(c, ["dd", "if=/dev/zero", f"of={DIR}/filler.bin", "bs=4096", "count=1", "seek=100", "conv=notrunc"])
+    assert bad.returncode == 0, bad.stderr
+    run, match = _run(fleet)
+    assert run.rc == 0, run.out
+    assert match and match.group(2) == "1" and match.group(5) == "0", run.out   # one host fed, not by the controller
+    assert re.search(r"-> stage3", run.out), run.out
+    assert _sha(fleet, "stage3", "filler.bin") == _digest(snapshot / "filler.bin")
+
+
+def test_an_interrupted_transfer_resumes(fleet, snapshot):
+    c = fleet.container("stage5")
+    half = (FILLER_MIB << 20) // 2
+    cmd = (f"set -e; mkdir -p {DIR}/.vllm-fleet-partial; head -c {half} {DIR}/filler.bin > {DIR}/.vllm-fleet-partial/filler.bin; "
+           f"rm {DIR}/filler.bin")
+    assert host_exec(c, ["sh", "-c", cmd]).returncode == 0
+    run, match = _run(fleet)
+    assert run.rc == 0, run.out
+    assert match and match.group(2) == "1", run.out
+    sent = int(match.group(6))
+    assert sent < 0.75 * (FILLER_MIB << 20), f"{sent} bytes sent to resume a half-sent {FILLER_MIB} MiB file"
+    print(f"resume: {sent} bytes sent for the missing half of {FILLER_MIB} MiB")
+    assert _sha(fleet, "stage5", "filler.bin") == _digest(snapshot / "filler.bin")
+    assert host_exec(c, ["test", "-e", f"{DIR}/.vllm-fleet-partial/filler.bin"]).returncode != 0

@@ -1,0 +1,131 @@
+"""staging.py: snapshot keys, the plan's stage block, manifests, the disk check and the fan-out rounds."""
+
+import math
+import os
+
+import pytest
+
+from vllm_fleet import staging
+
+
+def test_snapshot_key_is_one_directory_per_model_revision():
+    assert staging.snapshot_key("baidu/ERNIE-4.5-VL-28B-A3B-PT", None) == "baidu--ERNIE-4.5-VL-28B-A3B-PT--main"
+    assert staging.snapshot_key("org/m", "0123abc") == "org--m--0123abc"
+
+
+@pytest.mark.parametrize("model, revision", [("../etc", None), ("org/..", None), ("org/m", "../x"),
+                                             ("org/m", "a/b"), ("org/m", "x..y"), ("org", None)])
+def test_snapshot_key_refuses_names_that_could_leave_the_store(model, revision):
+    with pytest.raises(ValueError):
+        staging.snapshot_key(model, revision)
+
+
+def test_stage_block_of_each_source():
+    assert staging.stage_block({}, "org/m") == (None, [])
+    block, problems = staging.stage_block({"model_source": "hub", "model_revision": "v2"}, "org/m")
+    assert problems == []
+    assert block["dir"] == "/var/lib/vllm-fleet/models/org--m--v2"
+    assert block["manifest"] == "/var/lib/vllm-fleet/models/org--m--v2.manifest.json"
+    assert block["source"] == "hub" and block["margin_pct"] == 10
+    block, problems = staging.stage_block({"model_source": "controller", "model_controller_path": "/srv/m"}, "org/m")
+    assert problems == [] and block["controller_path"] == "/srv/m" and block["key"] == "org--m--main"
+    block, problems = staging.stage_block({"model_source": "path", "model_path": "/nfs/m"}, "org/m")
+    assert problems == [] and block["dir"] == "/nfs/m" and block["manifest"] is None
+
+
+@pytest.mark.parametrize("settings, word", [
+    ({"model_source": "hub", "model_path": "/m"}, "vllm_fleet_model_path"),
+    ({"model_source": "path"}, "needs vllm_fleet_model_path"),
+    ({"model_source": "controller"}, "needs vllm_fleet_model_controller_path"),
+    ({"model_source": "hub", "model_controller_path": "/m"}, "vllm_fleet_model_controller_path"),
+    ({"model_revision": "v1"}, "vllm_fleet_model_revision"),
+    ({"model_source": "hub", "model_revision": "../x"}, "vllm_fleet_model_revision"),
+    ({"model_source": "ftp"}, "vllm_fleet_model_source"),
+])
+def test_stage_block_refuses_settings_that_contradict(settings, word):
+    block, problems = staging.stage_block(settings, "org/m")
+    assert block is None and len(problems) == 1 and word in problems[0]
+
+
+def _tree(root, files):
+    for rel, data in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def test_manifest_then_verify_finds_each_kind_of_difference(tmp_path):
+    src = tmp_path / "src"
+    _tree(src, {"config.json": b"{}", "model.safetensors": b"x" * 1000, "sub/tok.json": b"t",
+                ".cache/huggingface/download/x.lock": b"meta"})
+    manifest = staging.build_manifest(str(src), "org/m", "main", "c0ffee")
+    assert sorted(manifest["files"]) == ["config.json", "model.safetensors", "sub/tok.json"]
+    assert manifest["bytes"] == 1003 and manifest["commit"] == "c0ffee"
+    assert staging.verify(str(src), manifest) == []
+    assert staging.loads(staging.dumps(manifest), "m.json") == manifest
+    (src / "model.safetensors").write_bytes(b"y" * 1000)           # same size, other bytes
+    (src / "sub" / "tok.json").unlink()
+    (src / "stale.bin").write_bytes(b"old")
+    (src / "config.json").write_bytes(b"{} ")
+    problems = staging.verify(str(src), manifest)
+    assert problems == ["config.json: 3 bytes, the manifest says 2", "model.safetensors: sha256 differs from the manifest",
+                        "sub/tok.json: missing", "stale.bin: not in the manifest"]
+    assert staging.verify(str(src), manifest, digests=False) == [p for p in problems if "sha256" not in p]
+    assert staging.bytes_present(str(src), manifest) == 1000      # model.safetensors has its size
+
+
+def test_manifest_refuses_an_empty_or_missing_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        staging.build_manifest(str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match="holds no file"):
+        staging.build_manifest(str(tmp_path))
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"version": 1, "files": {"../x": {"size": 1, "sha256": "' + "a" * 64 + '"}}}',
+                                  '{"version": 1, "files": {"x": {"size": 1, "sha256": "zz"}}}', '{"version": 9, "files": {}}'])
+def test_loads_refuses_what_is_not_a_manifest(text):
+    with pytest.raises(ValueError, match="m.json"):
+        staging.loads(text, "m.json")
+
+
+def test_disk_need_counts_what_is_missing_plus_the_margin():
+    assert staging.disk_need(1000, 0, 10) == 1100
+    assert staging.disk_need(1000, 1000, 10) == 100
+    assert staging.disk_need(1000, 400, 0) == 600
+
+
+def test_free_bytes_measures_the_nearest_existing_parent(tmp_path):
+    probe, free = staging.free_bytes(str(tmp_path / "a" / "b"))
+    assert probe == str(tmp_path) and free > 0
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 8, 9, 32, 500])
+def test_fan_out_doubles_the_holders_each_round(n):
+    hosts = [f"h{i}" for i in range(n)]
+    rounds = staging.fan_out(hosts)
+    assert rounds[0] == [(staging.CONTROLLER, "h0")]
+    sent_by_controller = sum(1 for r in rounds for s, _ in r if s == staging.CONTROLLER)
+    assert sent_by_controller == 1
+    assert len(rounds) == 1 + math.ceil(math.log2(n))
+    holders = {"h0"}
+    for pairs in rounds[1:]:
+        senders = [s for s, _ in pairs]
+        assert set(senders) <= holders and len(senders) == len(set(senders))   # one send per holder per round
+        holders |= {r for _, r in pairs}
+    assert holders == set(hosts)
+    received = [r for pairs in rounds for _, r in pairs]
+    assert sorted(received) == sorted(hosts)                                    # each host fed once
+
+
+def test_fan_out_starts_from_hosts_that_hold_it_and_prefers_the_rack():
+    assert staging.fan_out(["a", "b"], have=["a", "b"]) == []
+    rounds = staging.fan_out(["a", "b", "c", "d"], have=["a"], rack_of={"a": "r1", "b": "r2", "c": "r1", "d": "r2"})
+    assert rounds[0] == [("a", "c")]                   # no controller round; a's rack first
+    assert sorted(rounds[1]) == [("a", "b"), ("c", "d")]
+
+
+def test_schedule_indexes_the_rounds_by_host():
+    doc = staging.schedule(staging.fan_out(["a", "b", "c"]))
+    assert doc["receives"] == {"a": {"round": 0, "from": "localhost"}, "b": {"round": 1, "from": "a"},
+                               "c": {"round": 2, "from": "a"}}
+    assert doc["sends"]["a"] == [{"round": 1, "to": "b"}, {"round": 2, "to": "c"}]
