@@ -80,7 +80,7 @@ def conformance(session: nox.Session) -> None:
 
 
 MODULES = ["vllm_fleet_bench_report", "vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_process_info",
-           "vllm_fleet_revision",
+           "vllm_fleet_revision", "vllm_fleet_stage",
            "vllm_fleet_state"]
 
 
@@ -92,9 +92,9 @@ def lint(session: nox.Session) -> None:
     session.run("ansible-lint", "--offline", "playbooks", "roles")
     for module in MODULES:
         session.run("ansible-doc", "-M", "plugins/modules", module, silent=True)
-    for name in ("vllm_fleet_systemd_exec", "vllm_fleet_owned_path"):
+    for name in ("vllm_fleet_systemd_exec", "vllm_fleet_owned_path", "vllm_fleet_stage_schedule"):
         session.run("ansible-doc", "-t", "filter", name, silent=True)
-    session.log(f"ansible-doc rendered {len(MODULES)} modules and 2 filters")
+    session.log(f"ansible-doc rendered {len(MODULES)} modules and 3 filters")
 
 
 @nox.session

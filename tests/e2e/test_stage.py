@@ -12,20 +12,27 @@ In order:
 3. a re-run sends nothing;
 4. a copy corrupted on one host (same size, other bytes) is found and fed again from a host;
 5. an interrupted transfer (half of the filler left in the partial dir) resumes: the hosts send
-   far less than the filler's size.
+   far less than the filler's size;
+6. the ``hub`` source: downloaded once through a local Hub mirror (tests/testbed/hub_mirror.py,
+   the real huggingface_hub client with HF_ENDPOINT), whose log shows one download per file,
+   then fanned out to the 8 hosts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import MINILM, MINILM_DIR, host_exec, playbook
+from helpers import MINILM, MINILM_DIR, ROOT, host_exec, playbook
 
 pytestmark = pytest.mark.e2e
 
@@ -144,3 +151,43 @@ def test_an_interrupted_transfer_resumes(fleet, snapshot):
     print(f"resume: {sent} bytes sent for the missing half of {FILLER_MIB} MiB")
     assert _sha(fleet, "stage5", "filler.bin") == _digest(snapshot / "filler.bin")
     assert host_exec(c, ["test", "-e", f"{DIR}/.vllm-fleet-partial/filler.bin"]).returncode != 0
+
+
+@pytest.fixture
+def hub_mirror(snapshot, tmp_path):
+    """tests/testbed/hub_mirror.py serving the snapshot as the recipe's Hub repo (on loopback)."""
+    log, ready = tmp_path / "mirror.log", tmp_path / "mirror.json"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "testbed" / "hub_mirror.py"),
+                             "--repo", f"sentence-transformers/all-MiniLM-L6-v2={snapshot}",
+                             "--log", str(log), "--ready", str(ready)])
+    try:
+        for _ in range(100):        # bounded: 10 s
+            if ready.exists():
+                break
+            time.sleep(0.1)
+        info = json.loads(ready.read_text())
+        yield {"endpoint": f"http://127.0.0.1:{info['port']}", "log": log,
+               "commit": info["commits"]["sentence-transformers/all-MiniLM-L6-v2"]}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_hub_source_downloads_once_per_fleet_through_a_mirror(fleet, snapshot, hub_mirror, tmp_path):
+    over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": hub_mirror["commit"],
+            "vllm_fleet_model_controller_path": None, "vllm_fleet_stage_cache": str(tmp_path / "cache")}
+    run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over),
+                   env={"HF_ENDPOINT": hub_mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
+    assert run.rc == 0, run.out
+    match = SUMMARY.search(" ".join(run.out.split()))
+    assert match and match.groups()[:3] == ("8", "8", "4"), run.out
+    # the mirror's own log: every file of the snapshot downloaded exactly once for the 8 hosts
+    got = [line.split()[2] for line in hub_mirror["log"].read_text().splitlines()]
+    files = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+    assert sorted(got) == files, got
+    key = f"sentence-transformers--all-MiniLM-L6-v2--{hub_mirror['commit']}"
+    want = _digest(snapshot / "filler.bin")
+    for host in HOSTS:
+        out = host_exec(fleet.container(host), ["sha256sum", f"{STORE}/{key}/filler.bin"])
+        assert out.returncode == 0 and out.stdout.split()[0] == want, (host, out.stderr)
+        assert host_exec(fleet.container(host), ["test", "-e", f"{STORE}/{key}/.cache"]).returncode != 0, host

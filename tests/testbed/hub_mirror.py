@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A local Hugging Face Hub stand-in for the tests: serves model directories as Hub repos over
+the endpoints huggingface_hub's snapshot_download calls, so the real client code path runs with
+``HF_ENDPOINT=http://127.0.0.1:PORT`` (no network, no mock):
+
+* ``GET /api/models/<org>/<name>/revision/<rev>``: the repo's info (``sha``: the commit, ``siblings``);
+* ``GET /api/models/<org>/<name>/tree/<rev>[/<path>]``: the file list (type, path, size, oid);
+* ``HEAD|GET /<org>/<name>/resolve/<rev>/<file>``: the file, with the headers the client reads
+  (``X-Repo-Commit``, ``ETag``, ``Content-Length``); ranges are honoured.
+
+Every file body sent is logged as one line ``GET <repo> <file> <bytes>`` to ``--log`` (the test
+counts downloads per file from it). Revisions: ``main`` and the repo's one commit (a sha1 of
+its manifest), nothing else (404).
+
+    python3 tests/testbed/hub_mirror.py --repo org/name=/path/to/model --port 0 --log FILE --ready FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote, urlparse
+
+REPOS = {}      # "org/name" -> {"dir", "commit", "files": {rel: (size, sha256)}}
+LOCK = threading.Lock()
+
+
+def load_repo(repo_id: str, root: str) -> dict:
+    files = {}
+    for base, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            path = os.path.join(base, name)
+            rel = os.path.relpath(path, root)
+            with open(path, "rb") as handle:
+                files[rel] = (os.path.getsize(path), hashlib.sha256(handle.read()).hexdigest())
+    commit = hashlib.sha1(json.dumps(files, sort_keys=True).encode()).hexdigest()
+    return {"dir": root, "commit": commit, "files": files}
+
+
+class Handler(BaseHTTPRequestHandler):
+    log_path = None
+
+    def log_message(self, fmt, *args):  # quiet: the download log is the record
+        pass
+
+    def _json(self, doc, code=200):
+        body = json.dumps(doc).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _repo(self, parts):
+        repo_id = "/".join(parts[:2])
+        return repo_id, REPOS.get(repo_id)
+
+    def _revision_ok(self, repo, rev):
+        return rev in ("main", repo["commit"])
+
+    def do_HEAD(self):
+        self.do_GET()
+
+    def do_GET(self):
+        path = unquote(urlparse(self.path).path)
+        parts = [p for p in path.split("/") if p]
+        if len(parts) >= 6 and parts[:2] == ["api", "models"] and parts[4] in ("revision", "tree"):
+            repo_id, repo = self._repo(parts[2:4])
+            if repo is None or not self._revision_ok(repo, parts[5]):
+                return self._json({"error": "Repository or revision not found"}, 404)
+            if parts[4] == "revision":
+                return self._json({"id": repo_id, "modelId": repo_id, "sha": repo["commit"], "private": False,
+                                   "siblings": [{"rfilename": f} for f in repo["files"]]})
+            prefix = "/".join(parts[6:])
+            return self._json([{"type": "file", "path": f, "size": s, "oid": h[:40]}
+                               for f, (s, h) in repo["files"].items() if f.startswith(prefix)])
+        if len(parts) >= 5 and parts[2] == "resolve":
+            repo_id, repo = self._repo(parts[:2])
+            rel = "/".join(parts[4:])
+            if repo is None or not self._revision_ok(repo, parts[3]) or rel not in repo["files"]:
+                self.send_response(404)
+                self.send_header("X-Error-Code", "EntryNotFound")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            size, digest = repo["files"][rel]
+            start, end = 0, size - 1
+            rng = self.headers.get("Range")
+            if rng and rng.startswith("bytes="):
+                lo, _, hi = rng[6:].partition("-")
+                start, end = int(lo or 0), int(hi) if hi else size - 1
+            self.send_response(206 if rng else 200)
+            self.send_header("X-Repo-Commit", repo["commit"])
+            self.send_header("ETag", f'"{digest}"')
+            self.send_header("Content-Length", str(end - start + 1))
+            if rng:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            with open(os.path.join(repo["dir"], rel), "rb") as handle:
+                handle.seek(start)
+                self.wfile.write(handle.read(end - start + 1))
+            with LOCK, open(self.log_path, "a", encoding="utf-8") as log:
+                log.write(f"GET {repo_id} {rel} {end - start + 1}\n")
+            return
+        self._json({"error": f"not served here: {path}"}, 404)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", action="append", required=True, help="org/name=DIR")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", required=True)
+    parser.add_argument("--ready", required=True, help="file the port and commits are written to once listening")
+    args = parser.parse_args(argv)
+    for spec in args.repo:
+        repo_id, _, root = spec.partition("=")
+        REPOS[repo_id] = load_repo(repo_id, root)
+    Handler.log_path = args.log
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    with open(args.ready + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump({"port": server.server_address[1], "commits": {k: v["commit"] for k, v in REPOS.items()}}, handle)
+    os.replace(args.ready + ".tmp", args.ready)
+    server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
