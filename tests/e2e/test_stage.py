@@ -15,7 +15,8 @@ In order:
    far less than the filler's size;
 6. the ``hub`` source: downloaded once through a local Hub mirror (tests/testbed/hub_mirror.py,
    the real huggingface_hub client with HF_ENDPOINT), whose log shows one download per file,
-   then fanned out to the 8 hosts.
+   then fanned out to the 8 hosts;
+7. the ``path`` source: listed on every host, never copied; a host whose directory differs is named.
 """
 
 from __future__ import annotations
@@ -191,3 +192,21 @@ def test_the_hub_source_downloads_once_per_fleet_through_a_mirror(fleet, snapsho
         out = host_exec(fleet.container(host), ["sha256sum", f"{STORE}/{key}/filler.bin"])
         assert out.returncode == 0 and out.stdout.split()[0] == want, (host, out.stderr)
         assert host_exec(fleet.container(host), ["test", "-e", f"{STORE}/{key}/.cache"]).returncode != 0, host
+
+
+def test_the_path_source_is_checked_on_every_host_never_copied(fleet):
+    """vllm_fleet_model_source path: a directory every host mounts is listed on every host (files
+    and sizes), never copied; a host whose directory differs fails the run, named."""
+    for host in HOSTS:
+        made = host_exec(fleet.container(host), ["sh", "-c", f"mkdir -p /srv/m && cp {MINILM_DIR}/config.json /srv/m/"])
+        assert made.returncode == 0, made.stderr
+    over = {"vllm_fleet_model_source": "path", "vllm_fleet_model_path": "/srv/m", "vllm_fleet_model_controller_path": None}
+    run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over))
+    assert run.rc == 0, run.out
+    assert "staged:" not in run.out          # nothing fanned out
+    host_exec(fleet.container("stage2"), ["sh", "-c", "echo extra > /srv/m/extra.bin"])
+    run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over))
+    assert run.rc != 0
+    said = " ".join(run.out.split())
+    assert re.search(r"stage2: vllm_fleet_model_path /srv/m: differs from stage0's \(2 files, \d+ bytes here; 1 files, "
+                     r"\d+ bytes there\): every host must mount the same model", said), said[-3000:]

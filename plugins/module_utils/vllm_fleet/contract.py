@@ -380,6 +380,9 @@ VARIABLES: Tuple[Var, ...] = (
         "(`<dir>/<org>--<name>--<revision>/`; relative paths are relative to the checkout).", scope="run",
         default="stage-cache", pattern=re.compile(r"^(?!.*(?:^|/)\.\.(?:/|\Z))[A-Za-z0-9_./-]{1,400}\Z"),
         pattern_hint="a path of letters, digits and _ . / - without .."),
+    Var("stage_fanout", "bool", "Staging: hosts that hold a verified copy send it on (1 -> 2 -> 4 ...); `false`: "
+        "the controller sends to every host (hosts that cannot reach each other over SSH).", scope="run",
+        default=True),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
         "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
@@ -400,7 +403,7 @@ INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes
                      | {f"vllm_fleet_stage_{n}" for n in (
                          "found", "sources", "manifest", "check", "plan", "start", "keydir", "pub", "hostkey", "in",
                          "out", "rsync", "ssh", "from_controller", "sent", "verified", "refed_controller", "refed",
-                         "bytes", "path", "round", "sent_totals")})
+                         "bytes", "path", "round", "sent_totals", "first")})
 # Internal by prefix: the parameters of roles/vllm_fleet_systemd, which vllm_fleet_uv,
 # vllm_fleet_services and teardown pass it from their own variables. Never a fact, so an
 # inventory that sets one is refused (naming the variables an operator sets instead).

@@ -237,17 +237,21 @@ CONTROLLER = "localhost"
 
 
 def fan_out(hosts: Sequence[str], have: Sequence[str] = (), rack_of: Optional[Mapping[str, Optional[str]]] = None,
-            ) -> List[List[Tuple[str, str]]]:
+            relay: bool = True) -> List[List[Tuple[str, str]]]:
     """Rounds of (sender, receiver): the controller feeds one host (when no host already holds a
     verified copy), then every holder sends to one host that lacks it, round after round
     (1 -> 2 -> 4 ...: about log2(N) rounds). A sender prefers a receiver of its own rack
-    (``rack_of``; hosts without one are one rack). ``have``: hosts that already hold it."""
+    (``rack_of``; hosts without one are one rack). ``have``: hosts that already hold it.
+    ``relay=False`` (vllm_fleet_stage_fanout false: hosts that cannot reach each other): the
+    controller sends to every host that lacks it, in one round."""
     rack_of = rack_of or {}
     holders = [h for h in hosts if h in set(have)]
     missing = [h for h in hosts if h not in set(have)]
     rounds: List[List[Tuple[str, str]]] = []
     if not missing:
         return rounds
+    if not relay:
+        return [[(CONTROLLER, h) for h in missing]]
     if not holders:
         first = missing.pop(0)
         rounds.append([(CONTROLLER, first)])
@@ -281,7 +285,7 @@ def schedule(rounds: Sequence[Sequence[Tuple[str, str]]]) -> Dict[str, Any]:
 
 
 def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir: str,
-                   have: Sequence[str] = ()) -> Dict[str, Any]:
+                   have: Sequence[str] = (), relay: bool = True) -> Dict[str, Any]:
     """The stage playbook's whole schedule, from each host's ``stage`` block (None: nothing staged):
 
     * ``snapshots``: key -> source, model, revision, controller dir (what the controller sends:
@@ -318,7 +322,8 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     hosts: Dict[str, Dict[str, Any]] = {}
     most = 0
     for key, entry in snapshots.items():
-        rounds = fan_out(entry["hosts"], have=[h for h in entry["hosts"] if h in set(have)], rack_of=entry["rack"])
+        rounds = fan_out(entry["hosts"], have=[h for h in entry["hosts"] if h in set(have)], rack_of=entry["rack"],
+                         relay=relay)
         entry["rounds"] = [[{"from": s, "to": r} for s, r in pairs] for pairs in rounds]
         most = max(most, len(rounds))
         for index, pairs in enumerate(rounds):

@@ -129,3 +129,27 @@ def test_schedule_indexes_the_rounds_by_host():
     assert doc["receives"] == {"a": {"round": 0, "from": "localhost"}, "b": {"round": 1, "from": "a"},
                                "c": {"round": 2, "from": "a"}}
     assert doc["sends"]["a"] == [{"round": 1, "to": "b"}, {"round": 2, "to": "c"}]
+
+
+def test_without_relay_the_controller_feeds_every_host_in_one_round():
+    assert staging.fan_out(["a", "b", "c"], have=["b"], relay=False) == [[("localhost", "a"), ("localhost", "c")]]
+    doc = staging.fleet_schedule({h: {"source": "controller", "key": "o--m--main", "model": "o/m", "revision": "main",
+                                      "controller_path": "/src", "dir": "/s/o--m--main", "store": "/s",
+                                      "manifest": "/s/o--m--main.manifest.json"} for h in ("a", "b")},
+                                 "/cache", relay=False)
+    assert doc["rounds"] == 1 and doc["senders"] == [] and doc["receivers"] == ["a", "b"]
+    assert doc["snapshots"]["o--m--main"]["controller_dir"] == "/src"
+
+
+def test_fleet_schedule_groups_hosts_by_snapshot_and_leaves_path_sources_to_the_check():
+    block = {"source": "hub", "key": "o--m--v1", "model": "o/m", "revision": "v1", "controller_path": None,
+             "dir": "/s/o--m--v1", "store": "/s", "manifest": "/s/o--m--v1.manifest.json", "rack": None}
+    doc = staging.fleet_schedule({"a": block, "b": block, "c": None,
+                                  "d": {"source": "path", "dir": "/nfs/m", "key": None}}, "/cache/")
+    snap = doc["snapshots"]["o--m--v1"]
+    assert snap["hosts"] == ["a", "b"] and snap["controller_dir"] == "/cache/o--m--v1"
+    assert snap["controller_manifest"] == "/cache/o--m--v1.manifest.json"
+    assert doc["checked"] == {"d": "/nfs/m"} and doc["rounds"] == 2
+    assert doc["hosts"]["a"]["send"] == {"1": [{"key": "o--m--v1", "to": "b"}]}
+    with pytest.raises(ValueError, match="b: stages o--m--v1 at /t/o--m--v1"):
+        staging.fleet_schedule({"a": block, "b": dict(block, dir="/t/o--m--v1")}, "/cache")

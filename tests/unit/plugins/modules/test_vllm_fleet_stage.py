@@ -87,3 +87,10 @@ def test_download_failure_names_model_endpoint_and_every_attempt(tmp_path):
               manifest_path=str(tmp_path / "dl.json"), attempts=1)
     assert out["failed"]
     assert out["msg"].startswith("vllm_fleet_model_source hub: downloading org/m@main from http://127.0.0.1:9 failed 1 times: attempt 1: ")
+
+
+def test_list_gives_files_and_sizes_and_refuses_a_missing_directory(tmp_path, snap):
+    out = run(tmp_path, state="list", path=str(snap), host="h2")
+    assert out["listing"] == {"config.json": 2, "sub/w.safetensors": 4096} and out["files"] == 2
+    gone = run(tmp_path, state="list", path=str(tmp_path / "nfs" / "m"), host="h2")
+    assert gone["failed"] and gone["msg"].startswith(f"h2: vllm_fleet_model_path {tmp_path / 'nfs' / 'm'}: no such directory")
