@@ -18,7 +18,7 @@ description:
     holds a verified copy (its recorded manifest at O(manifest_path) is the same); otherwise it measures the
     free space of the filesystem that will hold O(path) and fails, naming O(host), the path, the bytes needed
     and free, when what is missing plus O(margin_pct) percent of the snapshot does not fit.
-  - O(state=list) (on a host) returns the files and sizes under O(path) (RV(listing)): the C(path) source's
+  - O(state=list) (on a host) returns the files and sizes under O(path) as RV(listing), for the C(path) source's
     check that every host mounts the same model directory; a missing or empty directory fails, naming O(host).
   - O(state=verify) (on a host) hashes every file of O(path) against O(manifest); a verified copy gets its
     manifest written to O(manifest_path). A copy that differs returns RV(problems) and fails.
