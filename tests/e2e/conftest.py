@@ -78,7 +78,7 @@ MODULE_COST = {
     "test_gpu_health.py": 350,   # measured alone (3 passed in 347 s: 4 fake GPU hosts, 28 light stand-ins)
     "test_rolling_real.py": 560,   # measured alone (9 tests about 560 s: real vLLM, 2 tiny-Llama replicas + router, bench, SLO gate, Prometheus install)
     "test_pd_real.py": 120,
-    "test_stage.py": 150,   # estimate (8 light hosts, five stage.yml runs)   # measured alone (1 passed in 119 s: real vLLM prefill + decode, P/D router)
+    "test_stage.py": 120,   # measured alone (7 passed in 116 s: 8 light hosts, 9 stage.yml runs)   # measured alone (1 passed in 119 s: real vLLM prefill + decode, P/D router)
 }
 
 
