@@ -32,6 +32,8 @@ GROUPS = {
                         "vllm_fleet_hf_token": "SENTINEL-uv-hf-3d9a7c"}},
 }
 UV_HF = GROUPS["cpu_uv"]["vars"]["vllm_fleet_hf_token"]
+COMPILE_CACHE = r"/var/lib/vllm-fleet/compile-cache/minilm-uv/[0-9a-f]{12}"
+UNIT = "vllm-fleet-minilm-uv.service"
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +60,19 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     assert "EnvironmentFile=/etc/vllm-fleet/vllm-fleet-minilm-uv.env" in unit
     assert "Restart=on-failure" in unit
     for directive in ("User=vllm-fleet", "NoNewPrivileges=yes", "ProtectSystem=strict", "PrivateTmp=yes",
-                      "ProtectHome=yes", "ReadWritePaths=/var/lib/vllm-fleet/hf-cache /var/lib/vllm-fleet/home"):
+                      "ProtectHome=yes"):
         assert directive in unit.splitlines(), directive
+    # writable: the HF cache, the service user's home and the engine's compile cache (one per
+    # deployment and vLLM build), which is the service user's alone
+    assert re.search(r"^ReadWritePaths=/var/lib/vllm-fleet/hf-cache /var/lib/vllm-fleet/home "
+                     + COMPILE_CACHE + r"$", unit, re.M), unit
+    cache = re.search(COMPILE_CACHE, unit).group(0)
+    assert host_exec(host, ["stat", "-c", "%U %a", cache]).stdout.split() == ["vllm-fleet", "750"]
     mode = host_exec(host, ["stat", "-c", "%a", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout.strip()
     assert mode == "600"
     env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
     assert 'VLLM_CPU_KVCACHE_SPACE="1"' in env and 'HF_HUB_OFFLINE="1"' in env
+    assert f'VLLM_CACHE_ROOT="{cache}"' in env
     # the staged copy, verified against the controller's manifest, is what the server reads
     assert "staged: 1 hosts, 1 fed in 1 rounds" in " ".join(run.out.split()), run.out
     assert host_exec(host, ["test", "-s", MODEL_DIR + ".manifest.json"]).returncode == 0
@@ -153,6 +162,52 @@ def test_a_bad_uv_revision_is_rolled_back_to_the_running_one(cpu_fleet):
     print(f"uv rollback run: {seconds:.1f} s")
 
 
+def _kernels(host, cache):
+    """The compiled kernels (inductor's .so files) under the compile cache, with their mtimes."""
+    out = host_exec(host, ["find", cache, "-name", "*.so", "-printf", "%T@ %p\n"]).stdout.split("\n")
+    return dict(reversed(line.split(" ", 1)) for line in out if line)
+
+
+def _warmups(host):
+    """Seconds each start of the unit spent compiling (vLLM's "Warming up model for the
+    compilation..." to "Warming up done."), oldest first, from the unit's journal."""
+    lines = host_exec(host, ["journalctl", "-u", UNIT, "-o", "short-unix", "--no-pager",
+                             "-g", "Warming up"]).stdout.splitlines()
+    out, began = [], None
+    for line in lines:
+        stamp = float(line.split(" ", 1)[0])
+        if "for the compilation" in line:
+            began = stamp
+        elif "Warming up done" in line and began is not None:
+            out.append(round(stamp - began, 1))
+            began = None
+    return out
+
+
+def test_a_restart_of_the_same_revision_reuses_the_compile_cache(cpu_fleet, capsys):
+    """VLLM_CACHE_ROOT on the host (the plan's compile cache, per deployment and vLLM build):
+    after a restart of the unit (the same revision: a crash, a reboot) vLLM finds its compiled
+    kernels; not one is rebuilt (their files keep their times) and none is added."""
+    host = cpu_fleet.container("cpu-b")
+    env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
+    cache = re.search(r'^VLLM_CACHE_ROOT="(' + COMPILE_CACHE + ')"$', env, re.M).group(1)
+    before = _kernels(host, cache)
+    assert before, f"no compiled kernels under {cache}"
+    assert host_exec(host, ["systemctl", "restart", UNIT]).returncode == 0
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        status, _ = host_http(host, "GET", "http://127.0.0.1:8000/health")
+        if status == 200:
+            break
+        time.sleep(2)
+    status, body = embed(host)
+    assert status == 200 and [len(d["embedding"]) for d in body["data"]] == [384, 384], body
+    assert _kernels(host, cache) == before
+    warm = _warmups(host)
+    with capsys.disabled():
+        print(f"\ncompile warm-up per start of {UNIT} (s, oldest first): {warm}; {len(before)} kernels reused")
+
+
 def test_teardown_removes_unit_env_venv_and_cache(cpu_fleet):
     host = cpu_fleet.container("cpu-b")
     assert host_exec(host, ["test", "-d", "/var/lib/vllm-fleet/hf-cache"]).returncode == 0
@@ -160,6 +215,7 @@ def test_teardown_removes_unit_env_venv_and_cache(cpu_fleet):
     assert run.rc == 0, run
     # purge: the uv units' shared HF cache goes with the host's last deployment
     assert host_exec(host, ["test", "-e", "/var/lib/vllm-fleet/hf-cache"]).returncode != 0
+    assert host_exec(host, ["test", "-e", "/var/lib/vllm-fleet/compile-cache/minilm-uv"]).returncode != 0
     for path in ("/etc/systemd/system/vllm-fleet-minilm-uv.service",
                  "/etc/vllm-fleet/vllm-fleet-minilm-uv.env", "/opt/vllm-fleet/minilm-uv", "/etc/vllm-fleet/minilm-uv"):
         assert host_exec(host, ["test", "-e", path]).returncode != 0, path

@@ -110,6 +110,11 @@ def test_docker_runtime_container_as_planned_and_least_privilege(demo):
     # least privilege, and still serving: no capabilities, no new privileges, its own HF cache
     assert c["HostConfig"]["CapDrop"] == ["ALL"] and "no-new-privileges" in c["HostConfig"]["SecurityOpt"], c["HostConfig"]
     assert "/var/lib/vllm-fleet/hf-cache/minilm-docker:/root/.cache/huggingface:rw" in c["HostConfig"]["Binds"]
+    # its compile cache (VLLM_CACHE_ROOT): a host directory per deployment and image, mounted
+    # read-write at the same path, so a recreated container of the same image finds its kernels
+    [cache] = [e.split("=", 1)[1] for e in c["Config"]["Env"] if e.startswith("VLLM_CACHE_ROOT=")]
+    assert re.fullmatch(r"/var/lib/vllm-fleet/compile-cache/minilm-docker/[0-9a-f]{12}", cache), cache
+    assert f"{cache}:{cache}:rw" in c["HostConfig"]["Binds"], c["HostConfig"]["Binds"]
 
 
 def test_operator_install_puts_ansible_playbook_and_vllm_fleet_on_path(demo, tmp_path):

@@ -325,7 +325,7 @@ VARIABLES: Tuple[Var, ...] = (
         pattern_hint="previous or a revision number (revisions start at 1; no leading zeros)"),
     Var("teardown_orphans", "bool", "teardown.yml also removes deployments recorded on the hosts that are no "
         "longer in the inventory.", scope="run", default=False),
-    Var("teardown_purge_cache", "bool", "teardown.yml also removes the Hugging Face cache.", scope="run",
+    Var("teardown_purge_cache", "bool", "teardown.yml also removes the deployment's Hugging Face cache and compile caches.", scope="run",
         default=False),
     Var("status_format", "str", "status.yml's output: `table`, or `json` (one JSON document alone on stdout).",
         scope="run", default="table", choices=("table", "json")),

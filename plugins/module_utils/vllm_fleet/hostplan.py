@@ -88,6 +88,10 @@ class PlannedProcess:
     unit: Optional[Dict[str, Any]] = _doc(
         "what the accelerator gives a uv engine's unit (accelerator.py): groups (names), env; None (left "
         "out): not a uv engine", default=None)
+    compile_cache: Optional[str] = _doc(
+        "the host directory of its compile cache (VLLM_CACHE_ROOT in env; one per deployment and vLLM build): "
+        "writable by the process, mounted at the same path into a container; None (left out): not a vLLM "
+        "server, or its env names its own VLLM_CACHE_ROOT", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
@@ -95,10 +99,11 @@ class PlannedProcess:
         would change every host's hash (accelerator.py folds a changed setting into ``hash``)."""
         out = asdict(self)
         if not with_drain:
-            for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership"):
+            # compile_cache: its path is in env, which is hashed
+            for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership", "compile_cache"):
                 del out[key]
         for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit", "workers",
-                    "stop_timeout", "membership"):
+                    "stop_timeout", "membership", "compile_cache"):
             if key in out and out[key] is None:
                 del out[key]
         return out

@@ -23,6 +23,10 @@ CONFIG_ROOT = "/etc/vllm-fleet"
 # Every name a host plan leads to on its host is listed by host_names() below: add a new one there.
 VENV_ROOT = "/opt/vllm-fleet"               # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
 HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"   # docker: <deployment>/ each; uv units: HF_HOME itself
+# vLLM's compile cache (VLLM_CACHE_ROOT: torch.compile / inductor artifacts), <deployment>/<build>/:
+# one per deployment and vLLM build, so a restart of the same revision reuses it and a new
+# build starts from an empty one
+COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
 STATE_DIR = "<vllm_fleet_state_dir>"        # a run option (default /var/lib/vllm-fleet/state)
 KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
 MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's hash (playbooks/_deploy.yml)
@@ -120,8 +124,16 @@ def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
         out.append(("path", f"{VENV_ROOT}/{dep}", "the venv directory"))
     out += [("path", f"{STATE_DIR}/{dep}{MARKER_SUFFIX}", "the plan marker"),
             ("path", f"{STATE_DIR}/{dep}", "the revision records"),
-            ("path", f"{HF_CACHE_ROOT}/{dep}", "the Hugging Face cache (teardown's purge removes it)")]
+            ("path", f"{HF_CACHE_ROOT}/{dep}", "the Hugging Face cache (teardown's purge removes it)"),
+            ("path", f"{COMPILE_CACHE_ROOT}/{dep}", "the compile caches (teardown's purge removes them)")]
     return out
+
+
+def compile_cache_dir(deployment: str, build: Mapping[str, Any]) -> str:
+    """The compile cache of one deployment's engines on one vLLM build (``build``: what makes
+    the build: the image, or the package and version a venv installs): a new build gets a new
+    directory, the same build the same one at every start."""
+    return f"{COMPILE_CACHE_ROOT}/{deployment}/{plan_hash(dict(build))[:12]}"
 
 
 def default_deployment(hf_id: str, hardware: Optional[str]) -> str:

@@ -14,7 +14,7 @@ from .hostplan import PlannedProcess
 from .render import as_list, as_map
 from .shell import dedupe
 from .topology import ranges as gpu_ranges
-from .planmodel import CONFIG_ROOT, DEFAULT_PORT, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
+from .planmodel import CONFIG_ROOT, DEFAULT_PORT, compile_cache_dir, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
 from .planargv import (bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv,
                        router_metrics,
                        router_membership, gpus_per_node, substitute)
@@ -163,6 +163,13 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         if version_tuple(version) and version_tuple(version) < version_tuple(need):
             problems.append(f"{host.name}: vllm_fleet_vllm_version {version} is older than "
                             f"{dep.req.kv_offload}'s min_vllm_version {need}")
+    # the compile cache on the host (VLLM_CACHE_ROOT), unless the operator's env names one: the
+    # same path at every start of this build, so a restart reuses what torch.compile wrote
+    compile_cache = None
+    if "VLLM_CACHE_ROOT" not in env:
+        compile_cache = compile_cache_dir(dep.name, {"runtime": dep.runtime, "image": image if dep.runtime == "docker" else None,
+                                                     "version": version, "brand": docker.get("brand_key")})
+        env["VLLM_CACHE_ROOT"] = compile_cache
     mounts = []
     if "MOONCAKE_CONFIG_PATH" in proc.env:
         path = values["MOONCAKE_CONFIG_PATH"]
@@ -193,7 +200,7 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         credentials=[credential(dep.name, k) for k in as_file],
         gpus=gpus, replica=slot.replica, devices=devices,
         cpus=sorted(c for rank in slot.cpus for c in rank) if slot.cpus is not None else None,
-        stop_timeout=stop_timeout)
+        stop_timeout=stop_timeout, compile_cache=compile_cache)
 
 
 GRACEFUL_SINCE = "0.18"     # vLLM's --shutdown-timeout (SIGTERM: refuse new requests, finish running ones)

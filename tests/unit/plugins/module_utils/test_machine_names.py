@@ -11,7 +11,7 @@ import pytest
 from vllm_fleet import loader
 from vllm_fleet.machines import check_names, machine_of
 from vllm_fleet.plan import HostInput, plan_fleet
-from vllm_fleet.planmodel import HF_CACHE_ROOT, RESERVED, STATE_DIR, VENV_ROOT, host_names
+from vllm_fleet.planmodel import COMPILE_CACHE_ROOT, HF_CACHE_ROOT, RESERVED, STATE_DIR, VENV_ROOT, host_names
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -94,7 +94,8 @@ def test_host_names_lists_every_derived_name(cat):
     assert names == {("container", "vllm-fleet-ernie-r0"), ("container", "vllm-fleet-ernie-r0-prev"),
                      ("container", "vllm-fleet-ernie-r1"), ("container", "vllm-fleet-ernie-r1-prev"),
                      ("path", "/etc/vllm-fleet/ernie"), ("path", f"{STATE_DIR}/ernie.plan"),
-                     ("path", f"{STATE_DIR}/ernie"), ("path", f"{HF_CACHE_ROOT}/ernie")}
+                     ("path", f"{STATE_DIR}/ernie"), ("path", f"{HF_CACHE_ROOT}/ernie"),
+                     ("path", f"{COMPILE_CACHE_ROOT}/ernie")}
     plans, _ = plan_fleet(cat, [uv("m1", "h", "ernie", 8000)])
     names = {(k, n) for k, n, _ in host_names(plans["h"])}
     assert ("unit", "vllm-fleet-ernie.service") in names and ("path", f"{VENV_ROOT}/ernie") in names

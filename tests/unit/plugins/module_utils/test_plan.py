@@ -8,6 +8,7 @@ import pytest
 
 from vllm_fleet import loader
 from vllm_fleet.plan import HostInput, PlanError, plan, plan_fleet
+from vllm_fleet.planmodel import COMPILE_CACHE_ROOT, plan_hash
 from vllm_fleet.planargv import flag_values_list, substitute
 from vllm_fleet.rollout import rollout
 
@@ -35,13 +36,39 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     assert proc["argv"] == ["vllm", "serve", SEED, "--shutdown-timeout", "120", "--trust-remote-code",
                             "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data"]
     assert proc["stop_timeout"] == 150 and out["a"]["drain_timeout"] == 120
-    assert proc["env"] == {}
+    # its compile cache on the host: per deployment and vLLM build (here the image)
+    cache = "/var/lib/vllm-fleet/compile-cache/ernie-4-5-vl-28b-a3b-pt-h200/" + plan_hash(
+        {"runtime": "docker", "image": "vllm/vllm-openai:latest", "version": None, "brand": "nvidia"})[:12]
+    assert proc["env"] == {"VLLM_CACHE_ROOT": cache} and proc["compile_cache"] == cache
+    assert out["b"]["processes"][0]["compile_cache"] == cache
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
     assert out["a"]["accelerator"] == "cuda" and out["a"]["strategy"] == "single_node_tp"
     # two instances of one deployment: named apart (unique across the fleet)
     assert out["a"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i0"
     assert out["b"]["processes"][0]["name"] == "vllm-fleet-ernie-4-5-vl-28b-a3b-pt-h200-i1"
+
+
+def test_compile_cache_is_one_per_deployment_and_vllm_build(cat):
+    def cache(**settings):
+        return plan(cat, [host("a", **settings)])["a"]["processes"][0]
+
+    base = cache()
+    assert base["compile_cache"].startswith(f"{COMPILE_CACHE_ROOT}/ernie-4-5-vl-28b-a3b-pt-h200/")
+    # the same build: the same directory at every plan (a restart reuses it); settings that do
+    # not change the build leave it alone
+    assert cache()["compile_cache"] == base["compile_cache"]
+    assert cache(extra_args=["--max-model-len", "4096"])["compile_cache"] == base["compile_cache"]
+    # a new vLLM build (another image, another pinned version) starts from an empty one
+    assert cache(image_tag="v0.32.0")["compile_cache"] != base["compile_cache"]
+    uv1, uv2 = cache(runtime="uv", vllm_version="0.32.0"), cache(runtime="uv", vllm_version="0.33.0")
+    assert len({uv1["compile_cache"], uv2["compile_cache"], base["compile_cache"]}) == 3
+    assert uv1["env"]["VLLM_CACHE_ROOT"] == uv1["compile_cache"]
+    # its own deployment's: two deployments never share one
+    assert cache(deployment="other")["compile_cache"].startswith(f"{COMPILE_CACHE_ROOT}/other/")
+    # the operator's VLLM_CACHE_ROOT wins: the roles then manage no directory (left out of the plan)
+    own = cache(env={"VLLM_CACHE_ROOT": "/scratch/vllm"})
+    assert own["env"]["VLLM_CACHE_ROOT"] == "/scratch/vllm" and "compile_cache" not in own
 
 
 def test_rocm_hosts_get_the_rocm_image(cat):
@@ -66,7 +93,8 @@ def test_multi_node_instances_ranks_and_placeholders(cat):
     third = out["n2"]["processes"][0]["argv"]
     assert third[third.index("--master-addr") + 1] == "10.9.0.3"
     assert out["n1"]["processes"][0]["env"] == {"GLOO_SOCKET_IFNAME": "ens1", "NCCL_SOCKET_IFNAME": "ens1",
-                                                "VLLM_HOST_IP": "10.9.0.2"}
+                                                "VLLM_HOST_IP": "10.9.0.2",
+                                                "VLLM_CACHE_ROOT": out["n1"]["processes"][0]["compile_cache"]}
     assert head["serves_http"] and not worker["serves_http"]
     assert out["n1"]["head"] == "n0" and out["n3"]["head"] == "n2"
 

@@ -22,27 +22,30 @@ from vllm_fleet.plan import plan
 # router's hash (the restart key in its unit) leaves out its worker URLs, which its API changes
 # without a restart; and, in the same release, every router got --prometheus-host/--prometheus-port
 # (planargv.router_metrics: scrapable, and no second router on a machine collides on vllm-router's
-# default 127.0.0.1:29000), so the first run after that upgrade restarts each router once.
+# default 127.0.0.1:29000), so the first run after that upgrade restarts each router once. And
+# once more: every vLLM engine got VLLM_CACHE_ROOT (its compile cache on the host, one per
+# deployment and vLLM build, processes.py), so the first run after that upgrade rolls each engine
+# once; routers and Mooncake services kept theirs.
 EXAMPLE = {
-    "cpu-01": ("42670db6f220dfb5", {"vllm-fleet-minilm": "4081dba77bd1192a"}),
-    "h200-31": ("b8f223da96cbac68", {"vllm-fleet-dsv3-mooncake-i0": "ac82f219825777c5"}),
-    "h200-32": ("abb5143edb049ba0", {"vllm-fleet-dsv3-mooncake-i1": "ac82f219825777c5"}),
+    "cpu-01": ("dae86aa83a304e51", {"vllm-fleet-minilm": "027358c072163f22"}),
+    "h200-31": ("d351776c7c6c07c9", {"vllm-fleet-dsv3-mooncake-i0": "c995214ec858228d"}),
+    "h200-32": ("7944bf8371a1f542", {"vllm-fleet-dsv3-mooncake-i1": "c995214ec858228d"}),
     "kv-01": ("27d3fabc36518a50", {
         "vllm-fleet-dsv3-mooncake-mooncake-master": "c749d8e0100a226d",
         "vllm-fleet-dsv3-mooncake-mooncake-store": "2434dfc0cd438bdd",
         "vllm-fleet-dsv3-mooncake-router": "ca3ba42e74654185",
     }),
-    "h200-11": ("02fd752daa07b5ea", {"vllm-fleet-dsv3-tp16-i0-head0": "e29c5907fbd81c2a"}),
-    "h200-12": ("1f59693d6002537e", {"vllm-fleet-dsv3-tp16-i0-worker1": "d7917f739d9b464d"}),
-    "h200-13": ("506d175f54ab9a4d", {"vllm-fleet-dsv3-tp16-i1-head0": "3b471199311c43bc"}),
-    "h200-14": ("4f847b199f0e3d99", {"vllm-fleet-dsv3-tp16-i1-worker1": "783220dd5b9fd82c"}),
-    "h200-21": ("f1cb2dc1ce9faeb3", {"vllm-fleet-dsv3-pd-prefill0": "ed35ebbcb0dadee4"}),
-    "h200-22": ("bc0e21f900c015c1", {"vllm-fleet-dsv3-pd-prefill1": "c85c7684c4100fbb"}),
-    "h200-23": ("547a9894a6cacdc5", {"vllm-fleet-dsv3-pd-decode0": "1ca8029f766d9df3"}),
+    "h200-11": ("332ebb220a623487", {"vllm-fleet-dsv3-tp16-i0-head0": "b5c600133df3ee62"}),
+    "h200-12": ("d64c15207f8f024d", {"vllm-fleet-dsv3-tp16-i0-worker1": "c549633f3f9cf2d1"}),
+    "h200-13": ("31dd2a91af39f72e", {"vllm-fleet-dsv3-tp16-i1-head0": "b8cf5802a9641dd9"}),
+    "h200-14": ("ec625e97d83ec290", {"vllm-fleet-dsv3-tp16-i1-worker1": "aa164ca99b97f4b7"}),
+    "h200-21": ("b93636b5116c7ebe", {"vllm-fleet-dsv3-pd-prefill0": "dbdde39a1d1ecb68"}),
+    "h200-22": ("3c48d8e14cf19cc3", {"vllm-fleet-dsv3-pd-prefill1": "8db15a4eb6461e66"}),
+    "h200-23": ("366b34e7389d8f98", {"vllm-fleet-dsv3-pd-decode0": "0ca19b030ad0c63f"}),
     "router-01": ("57be91e4cb8384c1", {"vllm-fleet-dsv3-pd-router": "119cb803caf93f43"}),
-    "h200-01": ("7bf6c7d24d7ac9d9", {"vllm-fleet-ernie-vl-h200-i0": "d74d3ee2a75d5ff7"}),
-    "h200-02": ("7f2e449d74848674", {"vllm-fleet-ernie-vl-h200-i1": "d74d3ee2a75d5ff7"}),
-    "mi300x-01": ("09f315763825cfda", {"vllm-fleet-ernie-vl-mi300x": "ca2b7a3ea5560bdd"}),
+    "h200-01": ("25da473a0bb9a648", {"vllm-fleet-ernie-vl-h200-i0": "0341804dff20d52f"}),
+    "h200-02": ("ca84656fe5295253", {"vllm-fleet-ernie-vl-h200-i1": "0341804dff20d52f"}),
+    "mi300x-01": ("9f65a027e1aa5655", {"vllm-fleet-ernie-vl-mi300x": "3aa1239ef977ebcb"}),
 }
 
 # accelerator settings away from the contract's defaults: accelerator.py folds a digest of the
@@ -51,10 +54,10 @@ OVERRIDES = {"mi300x_cluster": {"rocm_aiter": False},
              "cpu_embeddings": {"cpu_env": {"VLLM_CPU_KVCACHE_SPACE": "8"}},
              "h200_cluster": {"cuda_gpu_count": 4}}
 OVERRIDDEN = {
-    "cpu-01": ("99987d85b9800836", {"vllm-fleet-minilm": "1bb139b807390a0f"}),
-    "h200-01": ("98729612b88a9d5e", {"vllm-fleet-ernie-vl-h200-i0": "79483ce9b90d5a4e"}),
-    "h200-02": ("c712764383c53750", {"vllm-fleet-ernie-vl-h200-i1": "79483ce9b90d5a4e"}),
-    "mi300x-01": ("d198f71d900bd89b", {"vllm-fleet-ernie-vl-mi300x": "9d5e3212a003741e"}),
+    "cpu-01": ("c73b694a716c0f8a", {"vllm-fleet-minilm": "6b25be0cfc741184"}),
+    "h200-01": ("ca1c2aa6cf511dbc", {"vllm-fleet-ernie-vl-h200-i0": "52315e95bb15b9ab"}),
+    "h200-02": ("2d57e5faa2cc5bc1", {"vllm-fleet-ernie-vl-h200-i1": "52315e95bb15b9ab"}),
+    "mi300x-01": ("7d65f447bcf5b736", {"vllm-fleet-ernie-vl-mi300x": "025254444cf9cdb0"}),
 }
 
 
