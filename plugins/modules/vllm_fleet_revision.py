@@ -20,6 +20,11 @@ description:
     rollback. A plan recorded by an older vllm-fleet is returned under today's key names (its
     C(vendor) as C(accelerator), its C(accelerator) block as C(accelerator_setup)).
   - O(state=absent) removes a deployment's records (after teardown removed what they list).
+  - With O(collect), what the revisions leaving (pruned by O(state=recorded), or every revision of the deployment
+    O(state=absent) removes) used on the host and no remaining record of any deployment still uses is removed
+    and returned as RV(collected) - the staged model snapshots of sources hub and controller (with their
+    manifests) and the engines' compile caches. A snapshot a recorded revision still uses is never removed; a
+    C(path) source's directory is the operator's and never touched.
   - Secret values never reach a record. The plan carries secret names only, and a plan in
     which any O(redact) value is found fails the module instead of being written.
 options:
@@ -63,6 +68,10 @@ options:
       - With O(state=recorded), the number of the new revision (deploy.yml passes one above the
         newest any host of the deployment recorded); at least one above this host's current.
     type: int
+  collect:
+    description: Remove what the leaving revisions alone used (recorded, absent; see RV(collected)).
+    type: bool
+    default: false
   redact:
     description: Secret values that must not appear in a record (checked, never stored).
     type: list
@@ -91,10 +100,15 @@ revision:
   returned: state=recorded
   type: int
 pruned:
-  description: Revisions removed beyond O(keep), each with its number, hash and paths.
+  description: Revisions removed beyond O(keep), each with its number, hash, paths and uses (staged snapshots, compile caches).
   returned: state=recorded
   type: list
   elements: dict
+collected:
+  description: Paths removed (or, in check mode, that would be) because only the leaving revisions used them.
+  returned: state=recorded or state=absent
+  type: list
+  elements: str
 deployments:
   description: >-
     Per deployment: current (number), revisions (number, hash, time, note, newest last) and
@@ -115,6 +129,7 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.vllm_fleet import staging
 from ansible.module_utils.vllm_fleet.secret_table import BY_ENV
 from ansible.module_utils.vllm_fleet.serving import DEFAULT_DRAIN_TIMEOUT
 
@@ -199,6 +214,34 @@ def read_all(state_dir, only=None):
     return out
 
 
+def plans_recorded(state_dir, skip=None, skip_numbers=()):
+    """Every recorded plan on the host, of every deployment and revision; ``skip``: a deployment
+    left out entirely (or, with ``skip_numbers``, only those revisions of it)."""
+    out = []
+    for name in sorted(os.listdir(state_dir)) if os.path.isdir(state_dir) else []:
+        folder = os.path.join(state_dir, name)
+        if not NAME.match(name) or not os.path.isdir(folder) or (name == skip and not skip_numbers):
+            continue
+        for number in revisions(folder):
+            if name == skip and number in skip_numbers:
+                continue
+            plan = load(folder, number).get("plan")
+            if isinstance(plan, dict):
+                out.append(plan)
+    return out
+
+
+def collect(leaving, staying, check_mode):
+    """Remove what only the ``leaving`` plans used (staging.collectable); the paths removed."""
+    paths = [path for path in staging.collectable(leaving, staying) if os.path.lexists(path)]
+    for path in paths if not check_mode else []:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return paths
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -212,6 +255,7 @@ def main():
             redact=dict(type="list", elements="str", default=[], no_log=True),
             revision=dict(type="str"),
             number=dict(type="int"),
+            collect=dict(type="bool", default=False),
         ),
         required_if=[("state", "recorded", ("deployment", "plan")), ("state", "absent", ("deployment",))],
         required_by={"revision": ("deployment",)},
@@ -242,9 +286,13 @@ def main():
     folder = os.path.join(p["state_dir"], name)
     if p["state"] == "absent":
         changed = os.path.isdir(folder)
+        collected = []
+        if changed and p["collect"]:
+            leaving = [load(folder, n).get("plan") or {} for n in revisions(folder)]
+            collected = collect(leaving, plans_recorded(p["state_dir"], skip=name), module.check_mode)
         if changed and not module.check_mode:
             shutil.rmtree(folder)
-        module.exit_json(changed=changed)
+        module.exit_json(changed=changed, collected=collected)
     if p["keep"] < 1:
         module.fail_json(msg="keep must be at least 1")
     plan = p["plan"]
@@ -255,17 +303,19 @@ def main():
     current = load(folder, numbers[-1]) if numbers else None
     if current is not None and current.get("hash") == plan.get("hash") and \
             sorted(current.get("paths") or []) == sorted(p["paths"]):
-        module.exit_json(changed=False, revision=numbers[-1], pruned=[])
+        module.exit_json(changed=False, revision=numbers[-1], pruned=[], collected=[])
     number = max((numbers[-1] + 1) if numbers else 1, p["number"] or 0)
     record = {"deployment": name, "number": number, "hash": plan.get("hash"), "plan": plan,
               "paths": sorted(set(p["paths"])), "note": p["note"],
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    pruned = []
+    pruned, leaving = [], []
     keep_from = (numbers + [number])[-p["keep"]:][0]
     for old in numbers:
         if old < keep_from:
             rec = load(folder, old)
-            pruned.append({"number": old, "hash": rec.get("hash"), "paths": rec.get("paths") or []})
+            pruned.append({"number": old, "hash": rec.get("hash"), "paths": rec.get("paths") or [],
+                           "uses": staging.plan_uses(rec.get("plan") or {})})
+            leaving.append(rec.get("plan") or {})
     if not module.check_mode:
         os.makedirs(p["state_dir"], mode=0o700, exist_ok=True)
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -273,7 +323,13 @@ def main():
         write_private(os.path.join(folder, f"rev-{number}.json"), record)
         for old in pruned:
             os.unlink(os.path.join(folder, f"rev-{old['number']}.json"))
-    module.exit_json(changed=True, revision=number, pruned=pruned)
+    collected = []
+    if p["collect"] and leaving:
+        staying = plans_recorded(p["state_dir"], skip=name, skip_numbers={old["number"] for old in pruned})
+        if module.check_mode:     # the new record was not written
+            staying.append(plan)
+        collected = collect(leaving, staying, module.check_mode)
+    module.exit_json(changed=True, revision=number, pruned=pruned, collected=collected)
 
 
 if __name__ == "__main__":

@@ -289,7 +289,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("slo_max_regression", "int", "Percent by which the canary's figures (those `vllm_fleet_slo` names, and "
         "output tokens/s) may be worse than the same server's in the newest bench.yml report of the deployment "
         "made with the same bench settings; unset: no comparison.", minimum=0, maximum=1000),
-    Var("revisions_kept", "int", "Revisions recorded per deployment on each host (older ones are pruned).",
+    Var("revisions_kept", "int", "Revisions recorded per deployment on each host; older ones are pruned, with the "
+        "staged model snapshots and compile caches no remaining record uses.",
         default=3, minimum=1, maximum=100),
     # --- secrets (vault them)
     # (the table of what each is and who gets it: secret_table)
@@ -325,7 +326,8 @@ VARIABLES: Tuple[Var, ...] = (
         pattern_hint="previous or a revision number (revisions start at 1; no leading zeros)"),
     Var("teardown_orphans", "bool", "teardown.yml also removes deployments recorded on the hosts that are no "
         "longer in the inventory.", scope="run", default=False),
-    Var("teardown_purge_cache", "bool", "teardown.yml also removes the deployment's Hugging Face cache and compile caches.", scope="run",
+    Var("teardown_purge_cache", "bool", "teardown.yml also removes the deployment's Hugging Face cache, compile caches and the staged "
+        "model snapshots no other deployment's record uses.", scope="run",
         default=False),
     Var("status_format", "str", "status.yml's output: `table`, or `json` (one JSON document alone on stdout).",
         scope="run", default="table", choices=("table", "json")),

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .contract import NAME_RE
+from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, VENV_ROOT  # noqa: F401 (re-exported)
 from .render import Process, Request
 
 
@@ -17,16 +18,9 @@ DEFAULT_PORT = 8000
 
 ROCM_BRAND_KEYS = ("amd",)
 
-CONFIG_ROOT = "/etc/vllm-fleet"
-
-# The bundle's other roots on a host (the roles' defaults) and the suffixes it derives names with.
-# Every name a host plan leads to on its host is listed by host_names() below: add a new one there.
-VENV_ROOT = "/opt/vllm-fleet"               # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
-HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"   # docker: <deployment>/ each; uv units: HF_HOME itself
-# vLLM's compile cache (VLLM_CACHE_ROOT: torch.compile / inductor artifacts), <deployment>/<build>/:
-# one per deployment and vLLM build, so a restart of the same revision reuses it and a new
-# build starts from an empty one
-COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
+# The bundle's roots on a host (layout.py; the roles' defaults feed the same values) and the
+# suffixes it derives names with. Every name a host plan leads to on its host is listed by
+# host_names() below: add a new one there.
 STATE_DIR = "<vllm_fleet_state_dir>"        # a run option (default /var/lib/vllm-fleet/state)
 KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
 MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's hash (playbooks/_deploy.yml)

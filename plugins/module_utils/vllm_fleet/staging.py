@@ -22,8 +22,10 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .layout import COMPILE_CACHE_ROOT, MODEL_STORE
+
 SOURCES = ("hub", "controller", "path", "none")
-STORE = "/var/lib/vllm-fleet/models"          # the snapshot store on every host
+STORE = MODEL_STORE                            # the snapshot store on every host
 MANIFEST_SUFFIX = ".manifest.json"
 MANIFEST_VERSION = 1
 DEFAULT_REVISION = "main"
@@ -361,3 +363,41 @@ def unchanged_since(root: str, recorded: Mapping[str, Any], manifest: Mapping[st
         if st.st_size != entry["size"] or times.get(rel) != st.st_mtime_ns:
             return False
     return not verify(root, manifest, digests=False)
+
+
+# ---- what recorded revisions use (garbage collection) ------------------------------------------
+
+KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}--[A-Za-z0-9][A-Za-z0-9._-]{0,95}--[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+BUILD_RE = re.compile(r"^[0-9a-f]{12}\Z")
+DEPLOYMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
+
+
+def plan_uses(plan: Mapping[str, Any]) -> List[str]:
+    """The host paths a recorded host plan's servers read that outlive one revision: the staged
+    snapshot and its manifest (sources hub and controller: the fleet made them; a ``path``
+    source's directory is the operator's, never collected) and the engines' compile caches.
+    Only paths of the shapes the plan makes count (a record edited by hand cannot point the
+    collector elsewhere)."""
+    out: List[str] = []
+    stage = plan.get("stage") or {}
+    if stage.get("source") in ("hub", "controller") and stage.get("key") and stage.get("store"):
+        store, key = str(stage["store"]), str(stage["key"])
+        if KEY_RE.match(key) and os.path.isabs(store) and os.path.normpath(store) == store and store != "/":
+            out += [f"{store}/{key}", f"{store}/{key}{MANIFEST_SUFFIX}"]
+    dep = str(plan.get("deployment") or "")
+    for proc in plan.get("processes") or []:
+        cache = proc.get("compile_cache") if isinstance(proc, Mapping) else None
+        if not cache or not DEPLOYMENT_RE.match(dep) or ".." in dep:
+            continue
+        parent, build = os.path.split(str(cache))
+        if parent == f"{COMPILE_CACHE_ROOT}/{dep}" and BUILD_RE.match(build):
+            out.append(str(cache))
+    return sorted(set(out))
+
+
+def collectable(leaving: Iterable[Mapping[str, Any]], staying: Iterable[Mapping[str, Any]]) -> List[str]:
+    """What the plans ``leaving`` (pruned revisions, a removed deployment's records) used that no
+    plan ``staying`` (every other record on the host, of any deployment) still uses: the paths
+    garbage collection removes."""
+    kept = {path for plan in staying for path in plan_uses(plan)}
+    return sorted({path for plan in leaving for path in plan_uses(plan)} - kept)

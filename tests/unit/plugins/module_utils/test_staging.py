@@ -153,3 +153,41 @@ def test_fleet_schedule_groups_hosts_by_snapshot_and_leaves_path_sources_to_the_
     assert doc["hosts"]["a"]["send"] == {"1": [{"key": "o--m--v1", "to": "b"}]}
     with pytest.raises(ValueError, match="b: stages o--m--v1 at /t/o--m--v1"):
         staging.fleet_schedule({"a": block, "b": dict(block, dir="/t/o--m--v1")}, "/cache")
+
+
+def _recorded(dep, key=None, source="hub", store="/var/lib/vllm-fleet/models", caches=()):
+    stage = {"source": source, "store": store, "key": key, "dir": f"{store}/{key}"} if key else None
+    return {"deployment": dep, "stage": stage,
+            "processes": [{"name": f"vllm-fleet-{dep}", "compile_cache": c} for c in caches]}
+
+
+def test_plan_uses_names_the_snapshot_its_manifest_and_the_compile_caches():
+    cache = f"{staging.COMPILE_CACHE_ROOT}/minilm/0123456789ab"
+    uses = staging.plan_uses(_recorded("minilm", "org--m--main", caches=[cache, cache]))
+    assert uses == [cache, f"{staging.STORE}/org--m--main", f"{staging.STORE}/org--m--main.manifest.json"]
+    # a path source's directory is the operator's: never a use the collector could remove
+    assert staging.plan_uses(_recorded("minilm", "org--m--main", source="path")) == []
+    assert staging.plan_uses({"deployment": "minilm", "processes": [{"name": "x"}]}) == []
+
+
+@pytest.mark.parametrize("plan", [
+    _recorded("minilm", "../etc"),                                       # a key that leaves the store
+    _recorded("minilm", "org--m--main", store="/"),                     # the store at the root
+    _recorded("minilm", "org--m--main", store="/var/lib/../../etc"),    # a store that is not normalized
+    _recorded("minilm", caches=[f"{staging.COMPILE_CACHE_ROOT}/other/0123456789ab"]),   # another deployment's
+    _recorded("minilm", caches=[f"{staging.COMPILE_CACHE_ROOT}/minilm"]),               # the whole root
+    _recorded("minilm", caches=["/var/lib/vllm-fleet/state/0123456789ab"]),            # outside the root
+    _recorded("../x", caches=[f"{staging.COMPILE_CACHE_ROOT}/../x/0123456789ab"]),
+])
+def test_plan_uses_ignores_paths_the_plan_could_not_have_made(plan):
+    assert staging.plan_uses(plan) == []
+
+
+def test_collectable_keeps_what_any_staying_plan_still_uses():
+    a, b, c = (_recorded("minilm", f"org--m--{r}", caches=[f"{staging.COMPILE_CACHE_ROOT}/minilm/{h * 12}"])
+               for r, h in (("a", "a"), ("b", "b"), ("c", "a")))
+    # revision a leaves; c still uses its compile cache (same build), nothing uses snapshot a
+    assert staging.collectable([a], [b, c]) == [f"{staging.STORE}/org--m--a", f"{staging.STORE}/org--m--a.manifest.json"]
+    # another deployment staying on the same snapshot keeps it
+    assert staging.collectable([a], [_recorded("other", "org--m--a")]) == [f"{staging.COMPILE_CACHE_ROOT}/minilm/{'a' * 12}"]
+    assert staging.collectable([], [a]) == []

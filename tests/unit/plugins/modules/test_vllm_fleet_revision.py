@@ -46,7 +46,7 @@ def test_record_repeat_modify_prune_read_absent(tmp_path):
                   note=f"change {i}", paths=["/opt/vllm-fleet/minilm"])
         assert out["changed"] is True and out["revision"] == i
     # keep 3: revision 1 was pruned when 4 came, and returned for garbage collection
-    assert out["pruned"] == [{"number": 1, "hash": "h1", "paths": ["/opt/vllm-fleet/minilm"]}]
+    assert out["pruned"] == [{"number": 1, "hash": "h1", "paths": ["/opt/vllm-fleet/minilm"], "uses": []}]
     assert sorted(p.name for p in folder.iterdir()) == ["rev-2.json", "rev-3.json", "rev-4.json"]
     read = run(tmp_path, state="read")
     assert read["changed"] is False
@@ -137,3 +137,52 @@ def test_a_new_record_reads_back_unchanged(tmp_path):
     none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY, drain_timeout=0)
     run(tmp_path, state="recorded", deployment="minilm", plan=none)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == none
+
+
+def staged_plan(hash_, key, store, deployment="minilm", source="hub"):
+    return {"deployment": deployment, "hash": hash_, "processes": [{"name": f"vllm-fleet-{deployment}", "argv": ["vllm"]}],
+            "stage": {"source": source, "store": store, "key": key, "dir": f"{store}/{key}"}}
+
+
+def test_pruned_revisions_take_their_snapshots_unless_a_record_still_uses_one(tmp_path):
+    store = tmp_path / "models"
+    for key in ("org--m--a", "org--m--b", "org--m--c", "org--m--keep"):
+        (store / key).mkdir(parents=True)
+        (store / key / "model.safetensors").write_bytes(b"x" * 10)
+        (store / f"{key}.manifest.json").write_text("{}")
+    operator_dir = tmp_path / "nfs" / "model"
+    operator_dir.mkdir(parents=True)
+    # another deployment on snapshot c, and one on an operator's directory (source path)
+    other = run(tmp_path, state="recorded", deployment="other", plan=staged_plan("o1", "org--m--c", str(store), "other"))
+    assert other["collected"] == []
+    for i, key in enumerate(("a", "b", "b", "c"), start=1):
+        out = run(tmp_path, state="recorded", deployment="minilm", plan=staged_plan(f"h{i}", f"org--m--{key}", str(store)),
+                  keep=3, collect=True)
+        assert out["revision"] == i
+    # revision 1 (snapshot a) left; nothing else uses a: the directory and its manifest are gone
+    assert [p["number"] for p in out["pruned"]] == [1]
+    assert out["pruned"][0]["uses"] == [str(store / "org--m--a"), str(store / "org--m--a.manifest.json")]
+    assert out["collected"] == [str(store / "org--m--a"), str(store / "org--m--a.manifest.json")]
+    assert sorted(p.name for p in store.iterdir()) == [
+        "org--m--b", "org--m--b.manifest.json", "org--m--c", "org--m--c.manifest.json",
+        "org--m--keep", "org--m--keep.manifest.json"]
+    # check mode reports what a prune would collect and removes nothing
+    dry = run(tmp_path, check=True, state="recorded", deployment="minilm", plan=staged_plan("h5", "org--m--c", str(store)),
+              keep=1, collect=True)
+    assert dry["collected"] == [str(store / "org--m--b"), str(store / "org--m--b.manifest.json")]
+    assert (store / "org--m--b").is_dir()
+    # without collect nothing is removed (the default)
+    quiet = run(tmp_path, state="recorded", deployment="minilm", plan=staged_plan("h5", "org--m--c", str(store)), keep=1)
+    assert [p["number"] for p in quiet["pruned"]] == [2, 3, 4] and quiet["collected"] == []
+    assert (store / "org--m--b").is_dir()
+    # a deployment removed with collect takes what only it used; c stays for "other"
+    run(tmp_path, state="recorded", deployment="minilm", plan=staged_plan("h6", "org--m--b", str(store)), keep=2)
+    gone = run(tmp_path, state="absent", deployment="minilm", collect=True)
+    assert gone["changed"] is True
+    assert gone["collected"] == [str(store / "org--m--b"), str(store / "org--m--b.manifest.json")]
+    assert sorted(p.name for p in store.iterdir()) == [
+        "org--m--c", "org--m--c.manifest.json", "org--m--keep", "org--m--keep.manifest.json"]
+    # an operator's directory (source path) is never collected
+    run(tmp_path, state="recorded", deployment="nfs", plan=staged_plan("n1", None, str(tmp_path / "nfs"), "nfs", "path"))
+    assert run(tmp_path, state="absent", deployment="nfs", collect=True)["collected"] == []
+    assert (operator_dir).is_dir()

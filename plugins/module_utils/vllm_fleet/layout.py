@@ -1,0 +1,15 @@
+"""The bundle's roots on a host: the one place their paths are spelled (no imports, so the
+controller's engine and the modules on the hosts read the same constants).
+
+Every name a host plan leads to under them is listed by ``planmodel.host_names``."""
+
+from __future__ import annotations
+
+CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
+VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
+HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"      # docker: <deployment>/ each; uv units: HF_HOME itself
+# vLLM's compile cache (VLLM_CACHE_ROOT: torch.compile / inductor artifacts), <deployment>/<build>/:
+# one per deployment and vLLM build, so a restart of the same revision reuses it and a new
+# build starts from an empty one
+COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
+MODEL_STORE = "/var/lib/vllm-fleet/models"          # staged snapshots, <org>--<name>--<revision>/ (staging)
