@@ -18,6 +18,9 @@ description:
     holds a verified copy (its recorded manifest at O(manifest_path) is the same); otherwise it measures the
     free space of the filesystem that will hold O(path) and fails, naming O(host), the path, the bytes needed
     and free, when what is missing plus O(margin_pct) percent of the snapshot does not fit.
+  - O(state=held) (on a host) says whether the host holds the copy its own recorded manifest (O(manifest_path))
+    describes, unchanged since it was verified (every file's size and mtime), and returns that manifest as
+    RV(manifest); nothing is hashed. A missing or unreadable record is RV(staged) false, not a failure.
   - O(state=list) (on a host) returns the files and sizes under O(path) as RV(listing), for the C(path) source's
     check that every host mounts the same model directory; a missing or empty directory fails, naming O(host).
   - O(state=verify) (on a host) hashes every file of O(path) against O(manifest); a verified copy gets its
@@ -26,7 +29,7 @@ options:
   state:
     description: What to do.
     type: str
-    choices: [download, manifest, check, verify, list]
+    choices: [download, manifest, check, held, verify, list]
     required: true
   path:
     description: The snapshot directory.
@@ -75,9 +78,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 manifest:
-  description: The manifest (download, manifest).
+  description: The manifest (download, manifest; held, the one the host recorded when it holds that copy).
   type: dict
-  returned: when state is download or manifest
+  returned: when state is download or manifest, or held with RV(staged)
 bytes:
   description: The snapshot's size in bytes.
   type: int
@@ -87,9 +90,9 @@ files:
   type: int
   returned: always
 staged:
-  description: The host already holds a verified copy (check).
+  description: The host already holds a verified copy (check, held).
   type: bool
-  returned: when state is check
+  returned: when state is check or held
 present:
   description: Bytes of the snapshot's files already at their size on the host (check).
   type: int
@@ -178,10 +181,19 @@ def _commit_of(path: str):
     return None
 
 
+def _recorded(manifest_path: str):
+    """The manifest this host recorded with its verified copy, or None."""
+    try:
+        with open(manifest_path, encoding="utf-8") as handle:
+            return staging.loads(handle.read(), manifest_path)
+    except (OSError, ValueError):
+        return None
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", required=True, choices=["download", "manifest", "check", "verify", "list"]),
+            state=dict(type="str", required=True, choices=["download", "manifest", "check", "held", "verify", "list"]),
             path=dict(type="path", required=True),
             manifest_path=dict(type="path"),
             manifest=dict(type="dict"),
@@ -193,7 +205,7 @@ def main() -> None:
             host=dict(type="str", default="this host"),
         ),
         required_if=[("state", "check", ["manifest", "manifest_path"]), ("state", "verify", ["manifest", "manifest_path"]),
-                     ("state", "download", ["model", "manifest_path"]), ("state", "manifest", ["manifest_path"])],
+                     ("state", "download", ["model", "manifest_path"]), ("state", "manifest", ["manifest_path"]), ("state", "held", ["manifest_path"])],
         supports_check_mode=True,
     )
     p = module.params
@@ -204,6 +216,13 @@ def main() -> None:
             module.fail_json(msg=f"{where}: vllm_fleet_model_path {path}: {'holds no file' if os.path.isdir(path) else 'no such directory'} "
                                  f"(vllm_fleet_model_source path: every host must already mount the model directory)")
         module.exit_json(changed=False, listing=found, files=len(found), bytes=sum(found.values()))
+    if state == "held":
+        recorded = _recorded(p["manifest_path"])
+        if recorded is None or not staging.unchanged_since(path, recorded, recorded):
+            module.exit_json(changed=False, staged=False)
+        manifest = {k: v for k, v in recorded.items() if k != "local_mtime_ns"}
+        module.exit_json(changed=False, staged=True, manifest=manifest, files=len(manifest["files"]),
+                         bytes=sum(entry["size"] for entry in manifest["files"].values()))
     if state in ("download", "manifest"):
         result = {}
         if state == "download":
@@ -222,12 +241,7 @@ def main() -> None:
         module.fail_json(msg=f"{where}: {exc}")
     total = manifest["bytes"]
     if state == "check":
-        recorded = None
-        try:
-            with open(p["manifest_path"], encoding="utf-8") as handle:
-                recorded = staging.loads(handle.read(), p["manifest_path"])
-        except (OSError, ValueError):
-            recorded = None
+        recorded = _recorded(p["manifest_path"])
         staged = recorded is not None and staging.unchanged_since(path, recorded, manifest)
         present = staging.bytes_present(path, manifest)
         probe, free = staging.free_bytes(path)

@@ -137,3 +137,47 @@ class Load:
                 return stats
             time.sleep(1)
         raise AssertionError(f"the load client {self.name} wrote no summary")
+
+
+@contextlib.contextmanager
+def hub_mirror(repos: Sequence[tuple], workdir: Path):
+    """tests/testbed/hub_mirror.py on loopback serving ``repos`` ((repo id, directory), ...; a repo
+    given twice has two commits, main the last): yields endpoint, log (one line per request) and
+    revisions (repo id -> its commits, in the order given). Stopped by its PID on exit."""
+    import sys
+    log, ready = workdir / "mirror.log", workdir / "mirror.json"
+    argv = [sys.executable, str(ROOT / "tests" / "testbed" / "hub_mirror.py"), "--log", str(log), "--ready", str(ready)]
+    for repo, path in repos:
+        argv += ["--repo", f"{repo}={path}"]
+    proc = subprocess.Popen(argv)
+    try:
+        for _ in range(100):        # bounded: 10 s
+            if ready.exists():
+                break
+            time.sleep(0.1)
+        info = json.loads(ready.read_text())
+        log.touch()
+        yield {"endpoint": f"http://127.0.0.1:{info['port']}", "log": log,
+               "commit": info["commits"], "revisions": info["revisions"]}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+TASK_HEADER = re.compile(r"^TASK \[(.+?)\]")
+HOST_RESULT = re.compile(r"^(ok|changed|skipping|failed|fatal): \[([^\]\s]+)")
+
+
+def events(out: str) -> List[tuple]:
+    """A playbook run's own events, in order: (task name, result, host) for every host result line
+    under each TASK header of the output."""
+    found, task = [], None
+    for line in out.splitlines():
+        header = TASK_HEADER.match(line)
+        if header:
+            task = header.group(1)
+            continue
+        result = HOST_RESULT.match(line)
+        if result and task is not None:
+            found.append((task, result.group(1), result.group(2).split(" ")[0]))
+    return found

@@ -9,11 +9,17 @@ client load for the whole rollout.
 2. A bad change (a flag vLLM rejects at start): the canary instance is put back on its previous
    container automatically, the other instances are never touched, the load sees 0 failed
    requests and the run fails with the summary.
+3. rollback.yml to the previous and to a named revision; a limit of one host.
+4. A new model revision (vllm_fleet_model_source hub, a local Hub mirror with two commits):
+   staged on every host before the first drain, a rollback that asks the Hub nothing, and the
+   snapshots collected with the revisions that used them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import subprocess
 import time
@@ -21,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, Load, docker_inspect, host_exec, host_http, playbook, served
+from helpers import ROOT, Load, docker_inspect, events, host_exec, host_http, hub_mirror, playbook, served
 
 pytestmark = pytest.mark.e2e
 
@@ -168,6 +174,79 @@ def test_rollback_playbook_to_the_previous_and_to_a_named_revision_under_load(ro
     for host in ENGINES:
         assert running(roll, host)["Config"]["Cmd"][-2:] == GOOD, host
         assert '"note": "rollback to revision 2"' in _records(roll, host)
+
+
+STORE = "/var/lib/vllm-fleet/models"
+STAGED = re.compile(r"staged: (\d+) hosts, (\d+) fed in (\d+) rounds")
+
+
+def test_a_new_model_revision_is_staged_everywhere_before_the_first_drain_and_rollback_downloads_nothing(roll, tmp_path):
+    """vllm_fleet_model_source hub through a local Hub mirror holding two commits of the recipe's
+    model: deploy commit 1, then roll out commit 2 (every engine host holds a verified copy before
+    the first drain, from the run's own events), roll back to commit 1 (nothing asked of the Hub:
+    every host still holds it), then a deploy keeping 1 revision collects both snapshots."""
+    repos = []
+    for n in (1, 2):
+        src = tmp_path / f"rev{n}"
+        src.mkdir()
+        (src / "config.json").write_text(json.dumps({"model_type": "stand-in", "revision": n}))
+        (src / "model.safetensors").write_bytes(os.urandom(1 << 20))
+        repos.append((SEED, src))
+    with hub_mirror(repos, tmp_path) as mirror:
+        c1, c2 = mirror["revisions"][SEED]
+        keys = {c: f"baidu--ERNIE-4.5-VL-28B-A3B-PT--{c}" for c in (c1, c2)}
+        env = {"HF_ENDPOINT": mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+        def deploy(commit, playbook_name="deploy.yml", **more):
+            over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": commit,
+                    "vllm_fleet_stage_cache": str(tmp_path / "cache"), "vllm_fleet_extra_args": GOOD, **more}
+            run = playbook(playbook_name, roll.inventory, "-l", "roll_cluster", "-e", json.dumps(over), env=env)
+            assert run.rc == 0, run
+            return run
+
+        try:
+            deploy(c1)
+            for host in ENGINES:
+                c = running(roll, host)
+                assert f"{STORE}/{keys[c1]}" in c["Config"]["Cmd"] and "HF_HUB_OFFLINE=1" in c["Config"]["Env"], host
+            asked = len(mirror["log"].read_text().splitlines())
+            # the rolling update to commit 2: staged on every host before anything drains
+            run = deploy(c2)
+            said = " ".join(run.out.split())
+            assert STAGED.search(said) and STAGED.search(said).groups() == ("3", "3", "3"), said[-3000:]
+            seen = events(run.out)
+            verified = [i for i, (task, result, host) in enumerate(seen)
+                        if task.startswith("Verify the copy against the manifest") and result in ("ok", "changed")]
+            drained = [i for i, (task, _, _) in enumerate(seen) if task.endswith("Take each process out of its router")]
+            assert {seen[i][2] for i in verified} == set(ENGINES), seen
+            assert drained and max(verified) < min(drained), [seen[i] for i in verified + drained]
+            # the Hub gave each file of commit 2 once for the 3 hosts
+            got = [line.split()[2] for line in mirror["log"].read_text().splitlines()[asked:] if line.startswith("GET ")]
+            assert sorted(got) == ["config.json", "model.safetensors"], got
+            for host in ENGINES:
+                assert f"{STORE}/{keys[c2]}" in running(roll, host)["Config"]["Cmd"], host
+            # rollback to the previous revision (commit 1): every host still holds it, the Hub is not asked
+            asked = len(mirror["log"].read_text().splitlines())
+            back = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", env=env)
+            assert back.rc == 0, back
+            assert mirror["log"].read_text().splitlines()[asked:] == [], "rollback asked the Hub"
+            assert f"@{c1}: held by all 3 hosts, nothing fetched" in " ".join(back.out.split()), back.out[-3000:]
+            for host in ENGINES:
+                assert f"{STORE}/{keys[c1]}" in running(roll, host)["Config"]["Cmd"], host
+            # back to the recipe's plain command, keeping 1 revision: both snapshots go (no record uses them)
+            plain = playbook("deploy.yml", roll.inventory, "-l", "roll_cluster",
+                             "-e", json.dumps({"vllm_fleet_extra_args": GOOD, "vllm_fleet_revisions_kept": 1}))
+            assert plain.rc == 0, plain
+            for host in ENGINES:
+                left = host_exec(roll.container(host), ["ls", "-A", STORE]).stdout.split()
+                assert left == [], (host, left)
+                kept = host_exec(roll.container(host), ["ls", "/var/lib/vllm-fleet/state/roll"]).stdout.split()
+                assert len(kept) == 1, (host, kept)   # vllm_fleet_revisions_kept 1
+        finally:
+            # the sibling containers' bind sources resolve on this machine: dockerd made them empty
+            for key in keys.values():
+                with contextlib.suppress(OSError):
+                    os.rmdir(f"{STORE}/{key}")
 
 
 def test_a_limit_of_one_host_updates_it_under_its_name_and_touches_no_other(roll):

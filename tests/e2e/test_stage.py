@@ -26,14 +26,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from helpers import MINILM, MINILM_DIR, ROOT, host_exec, playbook
+from helpers import MINILM, MINILM_DIR, host_exec, hub_mirror, playbook
 
 pytestmark = pytest.mark.e2e
 
@@ -155,38 +152,25 @@ def test_an_interrupted_transfer_resumes(fleet, snapshot):
 
 
 @pytest.fixture
-def hub_mirror(snapshot, tmp_path):
+def mirror(snapshot, tmp_path):
     """tests/testbed/hub_mirror.py serving the snapshot as the recipe's Hub repo (on loopback)."""
-    log, ready = tmp_path / "mirror.log", tmp_path / "mirror.json"
-    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "testbed" / "hub_mirror.py"),
-                             "--repo", f"sentence-transformers/all-MiniLM-L6-v2={snapshot}",
-                             "--log", str(log), "--ready", str(ready)])
-    try:
-        for _ in range(100):        # bounded: 10 s
-            if ready.exists():
-                break
-            time.sleep(0.1)
-        info = json.loads(ready.read_text())
-        yield {"endpoint": f"http://127.0.0.1:{info['port']}", "log": log,
-               "commit": info["commits"]["sentence-transformers/all-MiniLM-L6-v2"]}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with hub_mirror([("sentence-transformers/all-MiniLM-L6-v2", snapshot)], tmp_path) as served:
+        yield dict(served, commit=served["commit"]["sentence-transformers/all-MiniLM-L6-v2"])
 
 
-def test_the_hub_source_downloads_once_per_fleet_through_a_mirror(fleet, snapshot, hub_mirror, tmp_path):
-    over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": hub_mirror["commit"],
+def test_the_hub_source_downloads_once_per_fleet_through_a_mirror(fleet, snapshot, mirror, tmp_path):
+    over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": mirror["commit"],
             "vllm_fleet_model_controller_path": None, "vllm_fleet_stage_cache": str(tmp_path / "cache")}
     run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over),
-                   env={"HF_ENDPOINT": hub_mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
+                   env={"HF_ENDPOINT": mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
     assert run.rc == 0, run.out
     match = SUMMARY.search(" ".join(run.out.split()))
     assert match and match.groups()[:3] == ("8", "8", "4"), run.out
     # the mirror's own log: every file of the snapshot downloaded exactly once for the 8 hosts
-    got = [line.split()[2] for line in hub_mirror["log"].read_text().splitlines()]
+    got = [line.split()[2] for line in mirror["log"].read_text().splitlines() if line.startswith("GET ")]
     files = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
     assert sorted(got) == files, got
-    key = f"sentence-transformers--all-MiniLM-L6-v2--{hub_mirror['commit']}"
+    key = f"sentence-transformers--all-MiniLM-L6-v2--{mirror['commit']}"
     want = _digest(snapshot / "filler.bin")
     for host in HOSTS:
         out = host_exec(fleet.container(host), ["sha256sum", f"{STORE}/{key}/filler.bin"])

@@ -9,10 +9,12 @@ the endpoints huggingface_hub's snapshot_download calls, so the real client code
   (``X-Repo-Commit``, ``ETag``, ``Content-Length``); ranges are honoured.
 
 Every file body sent is logged as one line ``GET <repo> <file> <bytes>`` to ``--log`` (the test
-counts downloads per file from it). Revisions: ``main`` and the repo's one commit (a sha1 of
-its manifest), nothing else (404).
+counts downloads per file from it), every other request as ``ASK <method> <path>`` (a run that
+must not touch the Hub shows none). Revisions: each ``--repo`` directory is one commit (a sha1
+of its manifest); a repo given more than once has several, ``main`` being the last given;
+anything else is 404.
 
-    python3 tests/testbed/hub_mirror.py --repo org/name=/path/to/model --port 0 --log FILE --ready FILE
+    python3 tests/testbed/hub_mirror.py --repo org/name=/path/to/model [--repo org/name=/newer] --port 0 --log FILE --ready FILE
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
-REPOS = {}      # "org/name" -> {"dir", "commit", "files": {rel: (size, sha256)}}
+REPOS = {}      # "org/name" -> {"main": commit, commit: {"dir", "commit", "files": {rel: (size, sha256)}}}
 LOCK = threading.Lock()
 
 
@@ -57,12 +59,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _repo(self, parts):
+    def _repo(self, parts, rev):
+        """The repo id and the commit ``rev`` names (None: no such repo or revision)."""
         repo_id = "/".join(parts[:2])
-        return repo_id, REPOS.get(repo_id)
+        commits = REPOS.get(repo_id) or {}
+        return repo_id, commits.get(commits.get("main") if rev == "main" else rev)
 
-    def _revision_ok(self, repo, rev):
-        return rev in ("main", repo["commit"])
+    def _note(self, line):
+        with LOCK, open(self.log_path, "a", encoding="utf-8") as log:
+            log.write(line + "\n")
 
     def do_HEAD(self):
         self.do_GET()
@@ -70,9 +75,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = unquote(urlparse(self.path).path)
         parts = [p for p in path.split("/") if p]
+        if not (len(parts) >= 5 and parts[2] == "resolve" and self.command == "GET"):
+            self._note(f"ASK {self.command} {path}")
         if len(parts) >= 6 and parts[:2] == ["api", "models"] and parts[4] in ("revision", "tree"):
-            repo_id, repo = self._repo(parts[2:4])
-            if repo is None or not self._revision_ok(repo, parts[5]):
+            repo_id, repo = self._repo(parts[2:4], parts[5])
+            if repo is None:
                 return self._json({"error": "Repository or revision not found"}, 404)
             if parts[4] == "revision":
                 return self._json({"id": repo_id, "modelId": repo_id, "sha": repo["commit"], "private": False,
@@ -81,9 +88,9 @@ class Handler(BaseHTTPRequestHandler):
             return self._json([{"type": "file", "path": f, "size": s, "oid": h[:40]}
                                for f, (s, h) in repo["files"].items() if f.startswith(prefix)])
         if len(parts) >= 5 and parts[2] == "resolve":
-            repo_id, repo = self._repo(parts[:2])
+            repo_id, repo = self._repo(parts[:2], parts[3])
             rel = "/".join(parts[4:])
-            if repo is None or not self._revision_ok(repo, parts[3]) or rel not in repo["files"]:
+            if repo is None or rel not in repo["files"]:
                 self.send_response(404)
                 self.send_header("X-Error-Code", "EntryNotFound")
                 self.send_header("Content-Length", "0")
@@ -107,8 +114,7 @@ class Handler(BaseHTTPRequestHandler):
             with open(os.path.join(repo["dir"], rel), "rb") as handle:
                 handle.seek(start)
                 self.wfile.write(handle.read(end - start + 1))
-            with LOCK, open(self.log_path, "a", encoding="utf-8") as log:
-                log.write(f"GET {repo_id} {rel} {end - start + 1}\n")
+            self._note(f"GET {repo_id} {rel} {end - start + 1}")
             return
         self._json({"error": f"not served here: {path}"}, 404)
 
@@ -122,11 +128,14 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     for spec in args.repo:
         repo_id, _, root = spec.partition("=")
-        REPOS[repo_id] = load_repo(repo_id, root)
+        repo = load_repo(repo_id, root)
+        REPOS.setdefault(repo_id, {})[repo["commit"]] = repo
+        REPOS[repo_id]["main"] = repo["commit"]
     Handler.log_path = args.log
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     with open(args.ready + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump({"port": server.server_address[1], "commits": {k: v["commit"] for k, v in REPOS.items()}}, handle)
+        json.dump({"port": server.server_address[1], "commits": {k: v["main"] for k, v in REPOS.items()},
+                   "revisions": {k: [c for c in v if c != "main"] for k, v in REPOS.items()}}, handle)
     os.replace(args.ready + ".tmp", args.ready)
     server.serve_forever()
     return 0

@@ -37,6 +37,7 @@ SKIPPED_TOP = (".cache", ".vllm-fleet-partial")
 PARTIAL_DIR = ".vllm-fleet-partial"
 
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}\Z")
+COMMIT_RE = re.compile(r"^[0-9a-f]{40}\Z")      # a full commit id: an immutable revision
 REVISION_RE = re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 
@@ -299,6 +300,10 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     * ``checked``: host -> the ``path`` source's directory (checked on every host, never copied).
 
     ``have``: hosts that already hold a verified copy of their snapshot (they send, never receive).
+    A snapshot gets ``fetch`` false when nothing about it can have changed and every host of it
+    holds it: a Hub snapshot pinned to a commit (immutable) - a rollback to such a revision
+    downloads nothing. A branch or tag (it can move) and a controller directory (its files can
+    change under the same name) are read again every run.
     """
     snapshots: Dict[str, Dict[str, Any]] = {}
     checked: Dict[str, str] = {}
@@ -324,6 +329,8 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     hosts: Dict[str, Dict[str, Any]] = {}
     most = 0
     for key, entry in snapshots.items():
+        entry["fetch"] = not (entry["source"] == "hub" and COMMIT_RE.match(str(entry["revision"] or ""))
+                              and set(entry["hosts"]) <= set(have))
         rounds = fan_out(entry["hosts"], have=[h for h in entry["hosts"] if h in set(have)], rack_of=entry["rack"],
                          relay=relay)
         entry["rounds"] = [[{"from": s, "to": r} for s, r in pairs] for pairs in rounds]

@@ -191,3 +191,19 @@ def test_collectable_keeps_what_any_staying_plan_still_uses():
     # another deployment staying on the same snapshot keeps it
     assert staging.collectable([a], [_recorded("other", "org--m--a")]) == [f"{staging.COMPILE_CACHE_ROOT}/minilm/{'a' * 12}"]
     assert staging.collectable([], [a]) == []
+
+
+def test_only_a_commit_every_host_holds_is_not_fetched_again():
+    commit = "0123456789abcdef0123456789abcdef01234567"
+
+    def fetch(source, revision, have):
+        block = {"source": source, "key": f"o--m--{revision}", "model": "o/m", "revision": revision,
+                 "controller_path": "/src" if source == "controller" else None, "dir": f"/s/o--m--{revision}",
+                 "store": "/s", "manifest": f"/s/o--m--{revision}.manifest.json"}
+        return staging.fleet_schedule({"a": block, "b": block}, "/cache", have=have)["snapshots"][f"o--m--{revision}"]["fetch"]
+
+    assert fetch("hub", commit, ["a", "b"]) is False
+    assert fetch("hub", commit, ["a"]) is True              # b still needs it
+    assert fetch("hub", "main", ["a", "b"]) is True         # a branch can move
+    assert fetch("hub", commit[:12], ["a", "b"]) is True    # a short id is not pinned
+    assert fetch("controller", commit, ["a", "b"]) is True  # its files can change under the same name

@@ -94,3 +94,21 @@ def test_list_gives_files_and_sizes_and_refuses_a_missing_directory(tmp_path, sn
     assert out["listing"] == {"config.json": 2, "sub/w.safetensors": 4096} and out["files"] == 2
     gone = run(tmp_path, state="list", path=str(tmp_path / "nfs" / "m"), host="h2")
     assert gone["failed"] and gone["msg"].startswith(f"h2: vllm_fleet_model_path {tmp_path / 'nfs' / 'm'}: no such directory")
+
+
+def test_held_answers_from_the_hosts_own_record_without_hashing(tmp_path, snap):
+    recorded = tmp_path / "host.manifest.json"
+    nothing = run(tmp_path, state="held", path=str(snap), manifest_path=str(recorded))
+    assert nothing["staged"] is False and "manifest" not in nothing and not nothing.get("failed")
+    manifest = run(tmp_path, state="manifest", path=str(snap), manifest_path=str(tmp_path / "c.json"))["manifest"]
+    run(tmp_path, state="verify", path=str(snap), manifest_path=str(recorded), manifest=manifest, host="h1")
+    held = run(tmp_path, state="held", path=str(snap), manifest_path=str(recorded))
+    assert held["staged"] is True and held["manifest"] == manifest and held["bytes"] == 4098 and held["files"] == 2
+    # a file touched since (new mtime) or gone: not held (check and verify decide again)
+    os.utime(snap / "config.json", ns=(1, 1))
+    assert run(tmp_path, state="held", path=str(snap), manifest_path=str(recorded))["staged"] is False
+    run(tmp_path, state="verify", path=str(snap), manifest_path=str(recorded), manifest=manifest, host="h1")
+    (snap / "sub" / "w.safetensors").unlink()
+    assert run(tmp_path, state="held", path=str(snap), manifest_path=str(recorded))["staged"] is False
+    recorded.write_text("not json")
+    assert run(tmp_path, state="held", path=str(snap), manifest_path=str(recorded))["staged"] is False
