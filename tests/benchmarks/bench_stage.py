@@ -20,6 +20,16 @@ the CPU: the bytes the controller sends are the figure that carries over to a re
     python3 tests/benchmarks/bench_stage.py --sizes 1,2,4,8 --filler-mib 256 --repeats 3
 
 The fleet is named benchstage (containers vllm-fleet-test-benchstage-s<i>), removed at the end.
+
+``--part start``: time to healthy on one test host (fleet benchstart, the docker runtime, the
+real vLLM CPU image serving MiniLM, weights and image present), alternated A B A B after one
+warm-up pair: (a) ``deploy.yml`` from nothing running to its health gate passed (then
+``teardown.yml``, not timed), (b) a hand-run ``docker run`` of what (a) started (the same image,
+argv, env, binds, shm size and user, read back with docker inspect) polled on /health every
+0.2 s plus one embedding request. Printed: the medians, their ratio, and where deploy.yml's
+seconds go per play (the timing callback of bench_deploy), the health gate apart.
+
+    python3 -m nox -s bench_stage -- --part start --repeats 3
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
@@ -77,10 +88,16 @@ def run_stage(inventory, fanout: bool) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="fanout", choices=("fanout", "start"),
+                        help="fanout: the fan-out against the controller sending to every host; start: time to healthy")
     parser.add_argument("--sizes", default="1,2,4,8")
     parser.add_argument("--filler-mib", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--health-interval", type=int, default=5, help="start: vllm_fleet_health_interval (its default 5)")
     args = parser.parse_args(argv)
+    if args.part == "start":
+        bench_start(args)
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-stage."))
     snapshot = work / "minilm"
@@ -129,6 +146,139 @@ def main(argv=None) -> int:
         b = statistics.median(r["stage"] for r in results[(top, mode)])
         print(f"{mode}: {low} -> {top} hosts: stage time x{b / a:.2f}")
     return 0
+
+
+# ---- time to healthy: deploy.yml against a hand-run container of the same argv ----------------
+
+START_FLEET = "benchstart"
+START_DEP = "ttf"
+HAND = "vllm-fleet-benchstart-hand"      # the hand-run server's container (removed by name)
+TIMING_CALLBACKS = HERE / "callback_plugins"
+# polls /health every 0.2 s (bounded), then asks for one embedding; prints the seconds it waited
+HAND_POLL = (
+    "import json,sys,time,urllib.request as u\n"
+    "t=time.monotonic()\n"
+    "for _ in range(3000):\n"
+    "  try:\n"
+    "    if u.urlopen('http://127.0.0.1:8000/health',timeout=2).status==200: break\n"
+    "  except Exception: pass\n"
+    "  time.sleep(0.2)\n"
+    "else: sys.exit('never healthy')\n"
+    "r=u.Request('http://127.0.0.1:8000/v1/embeddings',data=json.dumps({'model':'minilm','input':'x'}).encode(),"
+    "headers={'Content-Type':'application/json'})\n"
+    "assert u.urlopen(r,timeout=60).status==200\n"
+    "print(round(time.monotonic()-t,2))\n")
+
+
+def start_groups(path: Path, interval: int) -> None:
+    common = {k: v for k, v in MINILM.items()}
+    common.update({"vllm_fleet_recipe_sources": [str(ROOT / "recipes")], "vllm_fleet_runtime": "docker",
+                   "vllm_fleet_deployment": START_DEP, "vllm_fleet_docker_pull": "never",
+                   "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
+                   "vllm_fleet_cpu_shm_size": "1g", "vllm_fleet_health_interval": interval})
+    path.write_text(json.dumps({"all": {"vars": common, "children": {"ttf": {"hosts": {"t0": {}}}}}}, indent=1))
+
+
+def ansible(inventory, name: str, timing: Path = None) -> float:
+    args = ["ansible-playbook", *[a for src in inventory for a in ("-i", src)], str(ROOT / "playbooks" / name)]
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    if timing is not None:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=f"{TIMING_CALLBACKS}:{ROOT / 'plugins' / 'callback'}",
+                   ANSIBLE_CALLBACKS_ENABLED="bench_deploy_timing", BENCH_DEPLOY_TIMING=str(timing))
+    start = time.monotonic()
+    proc = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=1800)
+    if proc.returncode != 0:
+        print(proc.stdout[-6000:])
+        raise SystemExit(f"{name} failed (rc {proc.returncode})")
+    return time.monotonic() - start
+
+
+def hand_argv(served: dict, host_container: str) -> list:
+    """`docker run` of what the bundle started: the same image, entrypoint, argv, env, binds, shm and user."""
+    cfg, host = served["Config"], served["HostConfig"]
+    argv = ["docker", "run", "-d", "--name", HAND, "--network", f"container:{host_container}",
+            "--shm-size", str(host.get("ShmSize") or 0), "--entrypoint", (cfg.get("Entrypoint") or [""])[0]]
+    for bind in host.get("Binds") or []:
+        argv += ["-v", bind]
+    for env in cfg.get("Env") or []:
+        argv += ["-e", env]
+    if cfg.get("User"):
+        argv += ["--user", cfg["User"]]
+    return argv + [served["Config"]["Image"], *(cfg.get("Entrypoint") or [])[1:], *(cfg.get("Cmd") or [])]
+
+
+def hand_run(argv: list, host_container: str) -> dict:
+    subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
+    start = time.monotonic()
+    subprocess.run(argv, check=True, capture_output=True)
+    poll = subprocess.run(["docker", "exec", host_container, "python3", "-c", HAND_POLL], capture_output=True,
+                          text=True, timeout=900)
+    wall = time.monotonic() - start
+    subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
+    if poll.returncode != 0:
+        raise SystemExit(f"the hand-run server never served: {poll.stderr[-2000:]}")
+    return {"wall": wall}
+
+
+def phases(timing: dict, process_start: float, process_end: float) -> dict:
+    """Seconds of a deploy run by play, plus Ansible's own start and exit around the plays."""
+    out = {"ansible start (before the first play)": timing["tasks"][0]["start"] - process_start if timing["tasks"] else 0.0}
+    for task in timing["tasks"]:
+        wall = (task["end"] or timing["end"]) - task["start"]
+        key = task["play"]
+        if "vllm_fleet_health" in str(task.get("action")) or task["name"].startswith("vllm_fleet_health"):
+            key = "health gate (vLLM starting)"
+        out[key] = out.get(key, 0.0) + wall
+    out["ansible exit (after the last task)"] = process_end - timing["end"]
+    return out
+
+
+def bench_start(args) -> None:
+    """(a) deploy.yml from nothing running to healthy, (b) a hand-run container of the same argv
+    polled on /health + one request; alternated A B A B ..., one warm-up pair first."""
+    work = Path(tempfile.mkdtemp(prefix="bench-start."))
+    info = testbed.up(START_FLEET, ["t0:none"], docker_socket=True, replace=True)
+    host_container = info["hosts"][0]["container"]
+    gfile = work / "groups.json"
+    start_groups(gfile, args.health_interval)
+    inventory = [info["inventory"], str(gfile)]
+    a_runs, b_runs = [], []
+    argv = None
+    try:
+        for rep in range(args.repeats + 1):
+            timing_f = work / f"a{rep}.json"
+            started = time.time()
+            wall = ansible(inventory, "deploy.yml", timing_f)
+            ended = time.time()
+            served = json.loads(subprocess.run(["docker", "inspect", f"vllm-fleet-{START_DEP}"], check=True,
+                                               capture_output=True, text=True).stdout)[0]
+            argv = hand_argv(served, host_container)
+            ansible(inventory, "teardown.yml")
+            b = hand_run(argv, host_container)
+            label = "warm-up" if rep == 0 else f"run {rep}"
+            print(f"  {label}: (a) deploy.yml {wall:.1f} s, (b) hand-run {b['wall']:.1f} s", flush=True)
+            if rep:
+                a_runs.append({"wall": wall, "phases": phases(json.loads(timing_f.read_text()), started, ended)})
+                b_runs.append(b)
+    finally:
+        subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
+        testbed.down(START_FLEET, remove_siblings=True)
+        shutil.rmtree(work, ignore_errors=True)
+    a = statistics.median(r["wall"] for r in a_runs)
+    b = statistics.median(r["wall"] for r in b_runs)
+    print(f"\ntime to healthy (MiniLM, docker, real vLLM CPU; health interval {args.health_interval} s; "
+          f"medians of {args.repeats} alternated pairs):")
+    print(f"  (a) deploy.yml from nothing running: {a:.1f} s   (b) hand-run docker run + /health + one request: {b:.1f} s")
+    print(f"  ratio a/b {a / b:.2f}; the bundle's own time {a - b:.1f} s per deploy")
+    shown = {name: ", ".join("%.1f" % r["wall"] for r in runs) for name, runs in (("a", a_runs), ("b", b_runs))}
+    print(f"  (a) runs: {shown['a']} s; (b) runs: {shown['b']} s")
+    print("  where deploy.yml's seconds go (median per play; the health gate includes vLLM's own start):")
+    keys = list(dict.fromkeys(k for r in a_runs for k in r["phases"]))
+    for key in sorted(keys, key=lambda k: -statistics.median(r["phases"].get(k, 0.0) for r in a_runs)):
+        sec = statistics.median(r["phases"].get(k, 0.0) for r in a_runs for k in [key])
+        if sec >= 0.05:
+            print(f"    {sec:6.1f} s  {key}")
 
 
 if __name__ == "__main__":
