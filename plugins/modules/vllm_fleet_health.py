@@ -61,7 +61,7 @@ options:
   interval:
     description: Seconds between polls.
     type: float
-    default: 5
+    default: 1
   api_key:
     description: Bearer token when the server requires one (masked in all output).
     type: str
@@ -396,7 +396,7 @@ def main():
             served_model_name=dict(type="str"),
             request=dict(type="str", choices=["completion", "embedding", "none"], default="completion"),
             timeout=dict(type="int", default=900),
-            interval=dict(type="float", default=5),
+            interval=dict(type="float", default=1),
             api_key=dict(type="str", no_log=True),
             hf_token=dict(type="str", no_log=True),
             window=dict(type="float", default=0),

@@ -100,7 +100,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", default="1,2,4,8")
     parser.add_argument("--filler-mib", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--health-interval", type=int, default=5, help="start: vllm_fleet_health_interval (its default 5)")
+    parser.add_argument("--health-interval", type=int, default=None,
+                        help="start: vllm_fleet_health_interval (unset: the role's default)")
     args = parser.parse_args(argv)
     if args.part in ("start", "restart"):
         (bench_start if args.part == "start" else bench_restart)(args)
@@ -182,7 +183,9 @@ def start_groups(path: Path, interval: int) -> None:
     common.update({"vllm_fleet_recipe_sources": [str(ROOT / "recipes")], "vllm_fleet_runtime": "docker",
                    "vllm_fleet_deployment": START_DEP, "vllm_fleet_docker_pull": "never",
                    "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
-                   "vllm_fleet_cpu_shm_size": "1g", "vllm_fleet_health_interval": interval})
+                   "vllm_fleet_cpu_shm_size": "1g"})
+    if interval is not None:
+        common["vllm_fleet_health_interval"] = interval
     path.write_text(json.dumps({"all": {"vars": common, "children": {"ttf": {"hosts": {"t0": {}}}}}}, indent=1))
 
 
@@ -241,6 +244,16 @@ def phases(timing: dict, process_start: float, process_end: float) -> dict:
     return out
 
 
+def task_seconds(timing: dict) -> dict:
+    """Wall seconds per task name outside the health gate (a name run twice: summed)."""
+    out = {}
+    for task in timing["tasks"]:
+        if "vllm_fleet_health" in str(task.get("action")) or task["name"].startswith("vllm_fleet_health"):
+            continue
+        out[task["name"]] = out.get(task["name"], 0.0) + (task["end"] or timing["end"]) - task["start"]
+    return out
+
+
 def bench_start(args) -> None:
     """(a) deploy.yml from nothing running to healthy, (b) a hand-run container of the same argv
     polled on /health + one request; alternated A B A B ..., one warm-up pair first."""
@@ -266,7 +279,8 @@ def bench_start(args) -> None:
             label = "warm-up" if rep == 0 else f"run {rep}"
             print(f"  {label}: (a) deploy.yml {wall:.1f} s, (b) hand-run {b['wall']:.1f} s", flush=True)
             if rep:
-                a_runs.append({"wall": wall, "phases": phases(json.loads(timing_f.read_text()), started, ended)})
+                timing = json.loads(timing_f.read_text())
+                a_runs.append({"wall": wall, "phases": phases(timing, started, ended), "tasks": task_seconds(timing)})
                 b_runs.append(b)
     finally:
         subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
@@ -274,7 +288,8 @@ def bench_start(args) -> None:
         shutil.rmtree(work, ignore_errors=True)
     a = statistics.median(r["wall"] for r in a_runs)
     b = statistics.median(r["wall"] for r in b_runs)
-    print(f"\ntime to healthy (MiniLM, docker, real vLLM CPU; health interval {args.health_interval} s; "
+    interval = args.health_interval if args.health_interval is not None else "the default"
+    print(f"\ntime to healthy (MiniLM, docker, real vLLM CPU; health interval {interval}; "
           f"medians of {args.repeats} alternated pairs):")
     print(f"  (a) deploy.yml from nothing running: {a:.1f} s   (b) hand-run docker run + /health + one request: {b:.1f} s")
     print(f"  ratio a/b {a / b:.2f}; the bundle's own time {a - b:.1f} s per deploy")
@@ -286,6 +301,11 @@ def bench_start(args) -> None:
         sec = statistics.median(r["phases"].get(k, 0.0) for r in a_runs for k in [key])
         if sec >= 0.05:
             print(f"    {sec:6.1f} s  {key}")
+    print("  the slowest tasks outside the health gate (median s):")
+    names = list(dict.fromkeys(t for r in a_runs for t in r["tasks"]))
+    slow = sorted(names, key=lambda t: -statistics.median(r["tasks"].get(t, 0.0) for r in a_runs))[:12]
+    for name in slow:
+        print(f"    {statistics.median(r['tasks'].get(name, 0.0) for r in a_runs):6.2f} s  {name}")
 
 
 # ---- a restart with a warm compile cache against a cold one ------------------------------------
