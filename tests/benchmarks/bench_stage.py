@@ -60,6 +60,9 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 import fleet as testbed  # noqa: E402
 from helpers import MINILM, MINILM_DIR  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+from vllm_fleet.layout import COMPILE_CACHE_ROOT, HF_CACHE_ROOT  # noqa: E402
+
 NAME = "benchstage"
 STORE = "/var/lib/vllm-fleet/models"
 SUMMARY = re.compile(r"staged: (\d+) hosts, (\d+) fed in (\d+) rounds in ([0-9.]+) s; controller sent (\d+) bytes, "
@@ -178,6 +181,13 @@ HAND_POLL = (
     "print(round(time.monotonic()-t,2))\n")
 
 
+def remove_machine_dirs(deployment: str) -> None:
+    """The directories this machine's docker engine made for the benchmark's own deployment (the
+    test host's sibling containers bind them from here): its compile and Hugging Face caches."""
+    for root in (COMPILE_CACHE_ROOT, HF_CACHE_ROOT):
+        shutil.rmtree(f"{root}/{deployment}", ignore_errors=True)
+
+
 def start_groups(path: Path, interval: int) -> None:
     common = {k: v for k, v in MINILM.items()}
     common.update({"vllm_fleet_recipe_sources": [str(ROOT / "recipes")], "vllm_fleet_runtime": "docker",
@@ -286,6 +296,7 @@ def bench_start(args) -> None:
         subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
         testbed.down(START_FLEET, remove_siblings=True)
         shutil.rmtree(work, ignore_errors=True)
+        remove_machine_dirs(START_DEP)
     a = statistics.median(r["wall"] for r in a_runs)
     b = statistics.median(r["wall"] for r in b_runs)
     interval = args.health_interval if args.health_interval is not None else "the default"
@@ -397,6 +408,7 @@ def bench_restart(args) -> None:
     finally:
         testbed.down(RESTART_FLEET, remove_siblings=True)
         shutil.rmtree(work, ignore_errors=True)
+        remove_machine_dirs(RESTART_DEP)
     cold = statistics.median(r["wall"] for r in runs["cold"])
     warm = statistics.median(r["wall"] for r in runs["warm"])
     ups = {mode: [r["warmup"] for r in runs[mode] if r["warmup"] is not None] for mode in runs}
