@@ -13,8 +13,8 @@
 #                              user the unit runs it as and inside its sandbox:
 #                                - MODEL, a local directory, holds a readable config.json
 #                                  (a hub id is not checked);
-#                                - $HF_HOME (when set) and ~/.cache/vllm (vLLM's cache root,
-#                                  created here as vLLM does) are writable;
+#                                - $HF_HOME (when set) and vLLM's cache root ($VLLM_CACHE_ROOT,
+#                                  else ~/.cache/vllm; created here as vLLM does) are writable;
 #                              any failure: a line on stderr, exit 1 (systemd then restarts
 #                              it, as it would a real vLLM that cannot start). Then it serves
 #                              vllm_standin_server (canned OpenAI-shaped answers, /v1/embeddings
@@ -68,7 +68,7 @@ def host_problems(model: str) -> list:
                 json.load(fh)
         except (OSError, ValueError) as exc:
             problems.append(f"model directory {model}: cannot read {config}: {exc}")
-    dirs = [os.path.join(os.path.expanduser("~"), ".cache", "vllm")]
+    dirs = [os.environ.get("VLLM_CACHE_ROOT") or os.path.join(os.path.expanduser("~"), ".cache", "vllm")]
     if os.environ.get("HF_HOME"):
         dirs.insert(0, os.environ["HF_HOME"])
     for path in dirs:
