@@ -64,21 +64,17 @@ def make_fleet(request):
 
 
 # Longest modules first (seconds per module, setup to teardown, summed from `--durations=0` of
-# a clean-clone CI run with 2 workers, 2 cores: 50 tests in 1832 s; update them when a module
-# grows): with pytest-xdist's --dist loadfile (noxfile.py) each worker takes the next module
-# when it is done, so the longest ones must not be left for the end. A module not listed runs
-# last (tests/unit/e2e/test_e2e_order.py asks for every module).
+# a clean-clone CI run with 2 workers, 2 cores, 2026-12-06: 78 tests in 2367 s; update them
+# when a module grows): with pytest-xdist's --dist loadfile (noxfile.py) each worker takes the
+# next module when it is done, so the longest ones must not be left for the end. A module not
+# listed runs last (tests/unit/e2e/test_e2e_order.py asks for every module).
 MODULE_COST = {
-    "test_rolling_update.py": 1035, "test_fleet_multinode.py": 569, "test_cpu_serving.py": 427,
-    "test_demo.py": 409, "test_seed_gpu.py": 268, "test_multinode_cpu.py": 191,
-    "test_inventory_contract.py": 166, "test_cpu_replicas.py": 165, "test_gpu_sets.py": 164,
-    "test_node_loss.py": 153, "test_image_digest.py": 32, "test_check_mode.py": 24,
+    "test_rolling_update.py": 1195, "test_rolling_real.py": 756, "test_cpu_serving.py": 534,
+    "test_fleet_multinode.py": 407, "test_demo.py": 279, "test_gpu_health.py": 264, "test_seed_gpu.py": 209,
+    "test_stage.py": 183, "test_pd_real.py": 149, "test_inventory_contract.py": 138, "test_node_loss.py": 134,
+    "test_multinode_cpu.py": 127, "test_gpu_sets.py": 110, "test_cpu_replicas.py": 98,
+    "test_name_collisions.py": 59, "test_check_mode.py": 19, "test_image_digest.py": 10,
     "test_same_build_check.py": 2,
-    "test_name_collisions.py": 210,   # measured alone (3 passed in 210 s)
-    "test_gpu_health.py": 350,   # measured alone (3 passed in 347 s: 4 fake GPU hosts, 28 light stand-ins)
-    "test_rolling_real.py": 560,   # measured alone (9 tests about 560 s: real vLLM, 2 tiny-Llama replicas + router, bench, SLO gate, Prometheus install)
-    "test_pd_real.py": 120,
-    "test_stage.py": 120,   # measured alone (7 passed in 116 s: 8 light hosts, 9 stage.yml runs)   # measured alone (1 passed in 119 s: real vLLM prefill + decode, P/D router)
 }
 
 
