@@ -130,10 +130,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_fleet import staging
+from ansible.module_utils.vllm_fleet.layout import NAME_RE
 from ansible.module_utils.vllm_fleet.secret_table import BY_ENV
 from ansible.module_utils.vllm_fleet.serving import DEFAULT_DRAIN_TIMEOUT
 
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 REV = re.compile(r"^rev-([0-9]{1,9})\.json\Z")
 
 
@@ -196,11 +196,18 @@ def write_private(path, data):
         raise
 
 
-def read_all(state_dir, only=None):
-    out = {}
+def deployment_folders(state_dir):
+    """(name, folder) of every deployment recorded under ``state_dir``, by name."""
     for name in sorted(os.listdir(state_dir)) if os.path.isdir(state_dir) else []:
         folder = os.path.join(state_dir, name)
-        if not NAME.match(name) or not os.path.isdir(folder) or (only and name != only):
+        if NAME_RE.match(name) and os.path.isdir(folder):
+            yield name, folder
+
+
+def read_all(state_dir, only=None):
+    out = {}
+    for name, folder in deployment_folders(state_dir):
+        if only and name != only:
             continue
         numbers = revisions(folder)
         if not numbers:
@@ -218,9 +225,8 @@ def plans_recorded(state_dir, skip=None, skip_numbers=()):
     """Every recorded plan on the host, of every deployment and revision; ``skip``: a deployment
     left out entirely (or, with ``skip_numbers``, only those revisions of it)."""
     out = []
-    for name in sorted(os.listdir(state_dir)) if os.path.isdir(state_dir) else []:
-        folder = os.path.join(state_dir, name)
-        if not NAME.match(name) or not os.path.isdir(folder) or (name == skip and not skip_numbers):
+    for name, folder in deployment_folders(state_dir):
+        if name == skip and not skip_numbers:
             continue
         for number in revisions(folder):
             if name == skip and number in skip_numbers:
@@ -263,7 +269,7 @@ def main():
     )
     p = module.params
     name = p["deployment"]
-    if name is not None and (not NAME.match(name) or ".." in name):
+    if name is not None and (not NAME_RE.match(name) or ".." in name):
         module.fail_json(msg=f"deployment name {name!r} is not a safe name")
     if p["state"] == "read":
         found = read_all(p["state_dir"], name)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import secret_table, slo, vllmargs
+from .layout import NAME_RE
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -35,7 +36,6 @@ PREFIX = "vllm_fleet_"
 # Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
 RESERVED_PREFIXES = ("vllm_fleet_testbed_", "vllm_fleet_molecule_")
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 RECIPE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 CHOICE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")

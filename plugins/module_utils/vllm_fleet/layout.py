@@ -1,9 +1,15 @@
-"""The bundle's roots on a host: the one place their paths are spelled (no imports, so the
-controller's engine and the modules on the hosts read the same constants).
+"""The bundle's roots on a host and the deployment names under them: the one place they are
+spelled (nothing of the package imported, so the controller's engine and the modules on the
+hosts read the same constants).
 
 Every name a host plan leads to under them is listed by ``planmodel.host_names``."""
 
 from __future__ import annotations
+
+import re
+
+# A deployment's name: it becomes a directory and unit-name part under every root below
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 
 CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
 VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)

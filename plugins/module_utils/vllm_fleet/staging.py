@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .layout import COMPILE_CACHE_ROOT, MODEL_STORE
+from .layout import COMPILE_CACHE_ROOT, MODEL_STORE, NAME_RE
 
 SOURCES = ("hub", "controller", "path", "none")
 STORE = MODEL_STORE                            # the snapshot store on every host
@@ -376,7 +376,6 @@ def unchanged_since(root: str, recorded: Mapping[str, Any], manifest: Mapping[st
 
 KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}--[A-Za-z0-9][A-Za-z0-9._-]{0,95}--[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 BUILD_RE = re.compile(r"^[0-9a-f]{12}\Z")
-DEPLOYMENT_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 
 
 def plan_uses(plan: Mapping[str, Any]) -> List[str]:
@@ -394,7 +393,7 @@ def plan_uses(plan: Mapping[str, Any]) -> List[str]:
     dep = str(plan.get("deployment") or "")
     for proc in plan.get("processes") or []:
         cache = proc.get("compile_cache") if isinstance(proc, Mapping) else None
-        if not cache or not DEPLOYMENT_RE.match(dep) or ".." in dep:
+        if not cache or not NAME_RE.match(dep) or ".." in dep:
             continue
         parent, build = os.path.split(str(cache))
         if parent == f"{COMPILE_CACHE_ROOT}/{dep}" and BUILD_RE.match(build):
