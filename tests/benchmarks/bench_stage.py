@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 from vllm_fleet.layout import COMPILE_CACHE_ROOT, HF_CACHE_ROOT  # noqa: E402
 
 NAME = "benchstage"
+TIMING_CALLBACKS = HERE / "callback_plugins"     # bench_deploy's timing callback (--part start)
 STORE = "/var/lib/vllm-fleet/models"
 SUMMARY = re.compile(r"staged: (\d+) hosts, (\d+) fed in (\d+) rounds in ([0-9.]+) s; controller sent (\d+) bytes, "
                      r"hosts sent (\d+) bytes \(snapshot (\d+) bytes\)")
@@ -78,18 +79,29 @@ def groups_file(path: Path, hosts, snapshot: Path) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def run_stage(inventory, fanout: bool) -> dict:
-    args = ["ansible-playbook", *[a for src in inventory for a in ("-i", src)], str(ROOT / "playbooks" / "stage.yml"),
-            "-e", json.dumps({"vllm_fleet_stage_fanout": fanout})]
+def ansible(inventory, name: str, *extra: str, timing: Path = None):
+    """ansible-playbook playbooks/NAME on the inventory (``timing``: the bench_deploy timing
+    callback writes there); exits the benchmark on failure. Returns (wall seconds, output)."""
+    args = ["ansible-playbook", *[a for src in inventory for a in ("-i", src)], str(ROOT / "playbooks" / name), *extra]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    if timing is not None:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=f"{TIMING_CALLBACKS}:{ROOT / 'plugins' / 'callback'}",
+                   ANSIBLE_CALLBACKS_ENABLED="bench_deploy_timing", BENCH_DEPLOY_TIMING=str(timing))
     start = time.monotonic()
     proc = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=1800)
-    wall = time.monotonic() - start
-    match = SUMMARY.search(" ".join(proc.stdout.split()))
-    if proc.returncode != 0 or not match:
+    if proc.returncode != 0:
         print(proc.stdout[-6000:])
-        raise SystemExit(f"stage.yml failed (rc {proc.returncode})")
+        raise SystemExit(f"{name} failed (rc {proc.returncode})")
+    return time.monotonic() - start, proc.stdout
+
+
+def run_stage(inventory, fanout: bool) -> dict:
+    wall, out = ansible(inventory, "stage.yml", "-e", json.dumps({"vllm_fleet_stage_fanout": fanout}))
+    match = SUMMARY.search(" ".join(out.split()))
+    if not match:
+        print(out[-6000:])
+        raise SystemExit("stage.yml printed no staging summary")
     hosts, fed, rounds, seconds, by_controller, by_hosts, size = match.groups()
     return {"wall": wall, "stage": float(seconds), "controller": int(by_controller), "hosts": int(by_hosts),
             "rounds": int(rounds), "fed": int(fed), "size": int(size)}
@@ -164,7 +176,6 @@ def main(argv=None) -> int:
 START_FLEET = "benchstart"
 START_DEP = "ttf"
 HAND = "vllm-fleet-benchstart-hand"      # the hand-run server's container (removed by name)
-TIMING_CALLBACKS = HERE / "callback_plugins"
 # polls /health every 0.2 s (bounded), then asks for one embedding; prints the seconds it waited
 HAND_POLL = (
     "import json,sys,time,urllib.request as u\n"
@@ -197,21 +208,6 @@ def start_groups(path: Path, interval: int) -> None:
     if interval is not None:
         common["vllm_fleet_health_interval"] = interval
     path.write_text(json.dumps({"all": {"vars": common, "children": {"ttf": {"hosts": {"t0": {}}}}}}, indent=1))
-
-
-def ansible(inventory, name: str, timing: Path = None) -> float:
-    args = ["ansible-playbook", *[a for src in inventory for a in ("-i", src)], str(ROOT / "playbooks" / name)]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
-    if timing is not None:
-        env.update(ANSIBLE_CALLBACK_PLUGINS=f"{TIMING_CALLBACKS}:{ROOT / 'plugins' / 'callback'}",
-                   ANSIBLE_CALLBACKS_ENABLED="bench_deploy_timing", BENCH_DEPLOY_TIMING=str(timing))
-    start = time.monotonic()
-    proc = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=1800)
-    if proc.returncode != 0:
-        print(proc.stdout[-6000:])
-        raise SystemExit(f"{name} failed (rc {proc.returncode})")
-    return time.monotonic() - start
 
 
 def hand_argv(served: dict, host_container: str) -> list:
@@ -279,7 +275,7 @@ def bench_start(args) -> None:
         for rep in range(args.repeats + 1):
             timing_f = work / f"a{rep}.json"
             started = time.time()
-            wall = ansible(inventory, "deploy.yml", timing_f)
+            wall, _ = ansible(inventory, "deploy.yml", timing=timing_f)
             ended = time.time()
             served = json.loads(subprocess.run(["docker", "inspect", f"vllm-fleet-{START_DEP}"], check=True,
                                                capture_output=True, text=True).stdout)[0]
@@ -378,7 +374,7 @@ def bench_restart(args) -> None:
     name = f"vllm-fleet-{RESTART_DEP}"
     runs = {"cold": [], "warm": []}
     try:
-        first = ansible(inventory, "deploy.yml")
+        first, _ = ansible(inventory, "deploy.yml")
         served = json.loads(subprocess.run(["docker", "inspect", name], check=True, capture_output=True, text=True).stdout)[0]
         assert "--enforce-eager" not in served["Config"]["Cmd"], served["Config"]["Cmd"]
         cache = next(e.split("=", 1)[1] for e in served["Config"]["Env"] if e.startswith("VLLM_CACHE_ROOT="))

@@ -37,8 +37,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 import fleet as testbed  # noqa: E402
+# vLLM's compile cache root (VLLM_CACHE_ROOT is <root>/<deployment>/<build>): what the demo's
+# container wrote there is the demo's own, removed with it
+from vllm_fleet.layout import COMPILE_CACHE_ROOT  # noqa: E402
 
 DEFAULT_NAME = "demo"
 MODEL_DIR = "/opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2"
@@ -214,11 +218,6 @@ def writable_mounts(containers: list[str]) -> list[Path]:
     out = run(["docker", "inspect", "-f", '{{range .Mounts}}{{if .RW}}{{.Source}}{{"\\n"}}{{end}}{{end}}',
                *containers]).stdout
     return sorted({Path(line.strip()) for line in out.splitlines() if line.strip().startswith("/")})
-
-
-# vLLM's compile cache of the demo's container (VLLM_CACHE_ROOT, <root>/<deployment>/<build>):
-# what that container wrote there is the demo's own, removed with it
-COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
 
 
 def remove_empty_dirs(path: Path) -> str:

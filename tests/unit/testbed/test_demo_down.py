@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "tests" / "testbed" / "demo.py"
 
@@ -153,15 +155,21 @@ def test_purge_leaves_a_directory_a_container_mounts(tmp_path):
     assert not opt.exists()
 
 
-def test_empty_mount_dirs_go_up_to_the_vllm_fleet_dir_and_no_further(tmp_path, monkeypatch):
+@pytest.fixture
+def demo_mod(tmp_path, monkeypatch):
+    """tests/testbed/demo.py imported, its docker calls going to the fake docker of setup()."""
     env, _, _ = setup(tmp_path)
     for key in ("PATH", "FAKE_DOCKER_STATE", "FAKE_DOCKER_LOG"):
         monkeypatch.setenv(key, env[key])
     sys.path.insert(0, str(DEMO.parent))
     try:
-        import demo as demo_mod
+        import demo
     finally:
         sys.path.pop(0)
+    return demo
+
+
+def test_empty_mount_dirs_go_up_to_the_vllm_fleet_dir_and_no_further(tmp_path, demo_mod):
     lib = tmp_path / "lib"
     mine = lib / "vllm-fleet" / "hf-cache" / "minilm-docker"
     mine.mkdir(parents=True)
@@ -177,15 +185,7 @@ def test_empty_mount_dirs_go_up_to_the_vllm_fleet_dir_and_no_further(tmp_path, m
     assert demo_mod.remove_empty_dirs(mine) == f"{mine}: left, not empty"
 
 
-def test_the_demo_containers_compile_cache_goes_with_what_it_holds(tmp_path, monkeypatch):
-    env, _, _ = setup(tmp_path)
-    for key in ("PATH", "FAKE_DOCKER_STATE", "FAKE_DOCKER_LOG"):
-        monkeypatch.setenv(key, env[key])
-    sys.path.insert(0, str(DEMO.parent))
-    try:
-        import demo as demo_mod
-    finally:
-        sys.path.pop(0)
+def test_the_demo_containers_compile_cache_goes_with_what_it_holds(tmp_path, monkeypatch, demo_mod):
     root = tmp_path / "lib" / "vllm-fleet" / "compile-cache"
     monkeypatch.setattr(demo_mod, "COMPILE_CACHE_ROOT", str(root))
     build = root / "minilm-docker" / "0123456789ab"
