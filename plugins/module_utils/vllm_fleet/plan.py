@@ -47,7 +47,7 @@ SETTING_KEYS = (
     "placeholders", "deployment", "secrets", "mooncake_config", "mooncake_store_config", "mooncake_package",
     "router_port", "router_metrics_port", "router_version", "rollout_batch", "secret_digests", "privileged_ports", "drain_timeout",
     "slo", "slo_max_regression", "model_source", "model_revision", "model_controller_path", "stage_bwlimit",
-    "stage_margin",
+    "stage_margin", "stage_store",
 )
 
 ROLE_NAMES = ("prefill", "decode", "router", "instance", "master", "store")

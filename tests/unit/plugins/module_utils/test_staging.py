@@ -33,6 +33,19 @@ def test_stage_block_of_each_source():
     assert problems == [] and block["dir"] == "/nfs/m" and block["manifest"] is None
 
 
+def test_the_store_is_the_operators_choice_and_checked_like_every_root():
+    """vllm_fleet_stage_store: the snapshot and its manifest move with it; the contract refuses
+    a store in a system tree (the collector removes from it) and one not in normal form."""
+    block, problems = staging.stage_block({"model_source": "hub", "stage_store": "/mnt/nvme/models"}, "org/m")
+    assert problems == [] and block["dir"] == "/mnt/nvme/models/org--m--main"
+    assert block["manifest"] == "/mnt/nvme/models/org--m--main.manifest.json" and block["store"] == "/mnt/nvme/models"
+    from vllm_fleet import contract
+    for bad in ("/etc/models", "/var/lib", "models", "/mnt/nvme/models/", "/mnt/a:b"):
+        found = contract.check("gpu-1", {"vllm_fleet_stage_store": bad})[1]
+        assert len(found) == 1 and "vllm_fleet_stage_store" in found[0] and "gpu-1" in found[0], (bad, found)
+    assert contract.check("gpu-1", {"vllm_fleet_stage_store": "/mnt/nvme/models"})[1] == []
+
+
 @pytest.mark.parametrize("settings, word", [
     ({"model_source": "hub", "model_path": "/m"}, "vllm_fleet_model_path"),
     ({"model_source": "path"}, "needs vllm_fleet_model_path"),
