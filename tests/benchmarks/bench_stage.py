@@ -36,6 +36,17 @@ test recipe without ``--enforce-eager``, deployed once (fleet benchrestart, dock
 CPU), then its container restarted alternately with its compile cache (VLLM_CACHE_ROOT, a host
 directory) emptied and as it is: seconds from ``docker start`` to /health plus one completion,
 and the compile warm-up of each start from vLLM's own log lines.
+
+``--part downtime``: one instance's downtime in an update whose new weights are not on the host
+yet (fleet benchdown, docker, real vLLM CPU serving MiniLM from a local Hub mirror that sends at
+most ``--hub-mib-s`` MiB/s, a simulated Hub link, bound to this machine's address on the test
+network), alternated after one warm-up pair: (S) staging, the update pins the repo's second
+commit (the controller downloads it and sends it to the host before anything stops); (N) no
+staging (``vllm_fleet_model_source: none``), the server's Hugging Face cache emptied, an update
+of its arguments: the new server downloads the weights itself after the old one stopped. A
+poller on the host reads /health every 0.1 s; the downtime is its longest outage.
+
+    python3 -m nox -s bench_stage -- --part downtime --repeats 3 --hub-mib-s 10
 """
 
 from __future__ import annotations
@@ -58,7 +69,7 @@ sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import fleet as testbed  # noqa: E402
-from helpers import MINILM, MINILM_DIR  # noqa: E402
+from helpers import MINILM, MINILM_DIR, hub_mirror  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 from vllm_fleet.layout import COMPILE_CACHE_ROOT, HF_CACHE_ROOT  # noqa: E402
@@ -79,11 +90,12 @@ def groups_file(path: Path, hosts, snapshot: Path) -> None:
     path.write_text(json.dumps(doc, indent=2) + "\n")
 
 
-def ansible(inventory, name: str, *extra: str, timing: Path = None):
+def ansible(inventory, name: str, *extra: str, timing: Path = None, env: dict = None):
     """ansible-playbook playbooks/NAME on the inventory (``timing``: the bench_deploy timing
-    callback writes there); exits the benchmark on failure. Returns (wall seconds, output)."""
+    callback writes there; ``env``: added to its environment); exits the benchmark on failure.
+    Returns (wall seconds, output)."""
     args = ["ansible-playbook", *[a for src in inventory for a in ("-i", src)], str(ROOT / "playbooks" / name), *extra]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", **(env or {}))
     if timing is not None:
         env.update(ANSIBLE_CALLBACK_PLUGINS=f"{TIMING_CALLBACKS}:{ROOT / 'plugins' / 'callback'}",
                    ANSIBLE_CALLBACKS_ENABLED="bench_deploy_timing", BENCH_DEPLOY_TIMING=str(timing))
@@ -109,17 +121,20 @@ def run_stage(inventory, fanout: bool) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", default="fanout", choices=("fanout", "start", "restart"),
+    parser.add_argument("--part", default="fanout", choices=("fanout", "start", "restart", "downtime"),
                         help="fanout: the fan-out against the controller sending to every host; start: time to healthy; "
-                             "restart: a warm compile cache against a cold one")
+                             "restart: a warm compile cache against a cold one; downtime: an update's downtime with "
+                             "staging against the server downloading its new weights itself")
+    parser.add_argument("--hub-mib-s", type=float, default=10.0,
+                        help="downtime: the local Hub mirror's link, MiB/s (a simulated Hub)")
     parser.add_argument("--sizes", default="1,2,4,8")
     parser.add_argument("--filler-mib", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--health-interval", type=int, default=None,
                         help="start: vllm_fleet_health_interval (unset: the role's default)")
     args = parser.parse_args(argv)
-    if args.part in ("start", "restart"):
-        (bench_start if args.part == "start" else bench_restart)(args)
+    if args.part in ("start", "restart", "downtime"):
+        {"start": bench_start, "restart": bench_restart, "downtime": bench_downtime}[args.part](args)
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="bench-stage."))
@@ -383,11 +398,7 @@ def bench_restart(args) -> None:
             for mode in ("cold", "warm"):
                 subprocess.run(["docker", "stop", "-t", "30", name], check=True, capture_output=True)
                 if mode == "cold":      # empty the cache the container mounts (never the directory itself)
-                    for entry in Path(cache).iterdir():
-                        if entry.is_dir() and not entry.is_symlink():
-                            shutil.rmtree(entry)
-                        else:
-                            entry.unlink()
+                    empty(Path(cache))
                 since = time.time()
                 start = time.monotonic()
                 subprocess.run(["docker", "start", name], check=True, capture_output=True)
@@ -412,6 +423,132 @@ def bench_restart(args) -> None:
     print(f"\nrestart of the same revision (tiny Llama without --enforce-eager, docker, real vLLM CPU; medians of "
           f"{args.repeats} alternated pairs): cold compile cache {cold:.1f} s, warm {warm:.1f} s, cold/warm {cold / warm:.2f}; "
           f"compile warm-up cold {said['cold']}, warm {said['warm']}")
+
+
+# ---- an update's downtime: staged before the stop against downloaded by the server after it ----
+
+DOWN_FLEET = "benchdown"
+DOWN_DEP = "dtime"
+DOWN_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+# on the test host: polls the server's /health every 0.1 s (bounded: 20 minutes or until the stop
+# file exists) and writes each outage (seconds without a 200) to the out file
+OUTAGES = (
+    "import json,os,sys,time,urllib.request as u\n"
+    "out,stop=sys.argv[1],sys.argv[2]\n"
+    "down,gaps=None,[]\n"
+    "for _ in range(12000):\n"
+    "  if os.path.exists(stop): break\n"
+    "  try: ok=u.urlopen('http://127.0.0.1:8000/health',timeout=1).status==200\n"
+    "  except Exception: ok=False\n"
+    "  now=time.monotonic()\n"
+    "  if not ok and down is None: down=now\n"
+    "  if ok and down is not None: gaps.append(round(now-down,2)); down=None\n"
+    "  time.sleep(0.1)\n"
+    "json.dump({'gaps':gaps,'down_at_end':down is not None},open(out+'.tmp','w')); os.replace(out+'.tmp',out)\n")
+
+
+def empty(path: Path) -> None:
+    """Remove what a directory holds, not the directory (a bind mount's source stays the same inode)."""
+    if path.is_dir():
+        for entry in path.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
+def outage_watch(host_container: str, name: str):
+    """Start the outage poller on the test host; returns a function that stops it and gives the longest outage (s)."""
+    out, stop = f"/tmp/{name}.json", f"/tmp/{name}.stop"
+    subprocess.run(["docker", "exec", host_container, "rm", "-f", out, stop], check=True)
+    subprocess.run(["docker", "exec", "-d", host_container, "python3", "-c", OUTAGES, out, stop], check=True)
+    time.sleep(0.5)
+
+    def stopped() -> float:
+        subprocess.run(["docker", "exec", host_container, "touch", stop], check=True)
+        for _ in range(50):            # bounded: 10 s
+            got = subprocess.run(["docker", "exec", host_container, "cat", out], capture_output=True, text=True)
+            if got.returncode == 0 and got.stdout.strip():
+                doc = json.loads(got.stdout)
+                if doc["down_at_end"]:
+                    raise SystemExit("the server was still down when deploy.yml returned")
+                return max(doc["gaps"] or [0.0])
+            time.sleep(0.2)
+        raise SystemExit("the outage poller wrote nothing")
+    return stopped
+
+
+def bench_downtime(args) -> None:
+    """One instance's downtime in an update whose new weights are not yet on the host, alternated
+    S N S N ... after one warm-up pair: (S) staging (hub source: the controller downloads the new
+    commit from the mirror and sends it to the host before anything stops), (N) no staging (source
+    none: the new server downloads the model from the mirror itself, after the old one stopped)."""
+    work = Path(tempfile.mkdtemp(prefix="bench-down."))
+    c1, c2 = work / "c1", work / "c2"
+    shutil.copytree(MINILM_DIR, c1)
+    shutil.copytree(MINILM_DIR, c2)
+    (c2 / "revision.txt").write_text("the second commit\n")      # another commit, the same weights
+    info = testbed.up(DOWN_FLEET, ["d0:none"], docker_socket=True, replace=True)
+    host_container = info["hosts"][0]["container"]
+    cache = work / "stage-cache"
+    runs = {"staged": [], "none": []}
+    try:
+        with hub_mirror([(DOWN_REPO, c1), (DOWN_REPO, c2)], work, bind=testbed.gateway(), rate_mib=args.hub_mib_s) as hub:
+            old, new = hub["revisions"][DOWN_REPO]
+            env = {"HF_ENDPOINT": hub["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"}
+            common = {k: v for k, v in MINILM.items() if k not in ("vllm_fleet_model_path", "vllm_fleet_env")}
+            common.update({"vllm_fleet_recipe_sources": [str(ROOT / "recipes")], "vllm_fleet_runtime": "docker",
+                           "vllm_fleet_deployment": DOWN_DEP, "vllm_fleet_docker_pull": "never",
+                           "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
+                           "vllm_fleet_cpu_shm_size": "1g", "vllm_fleet_health_timeout": 600,
+                           "vllm_fleet_stage_store": info["store"], "vllm_fleet_stage_cache": str(cache),
+                           "vllm_fleet_env": {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}})
+            gfile = work / "groups.json"
+            gfile.write_text(json.dumps({"all": {"vars": common, "children": {"dt": {"hosts": {"d0": {}}}}}}))
+            inventory = [info["inventory"], str(gfile)]
+            # the server downloads itself: from the mirror, reached at this machine's bridge address
+            unstaged = {"vllm_fleet_model_source": "none",
+                        "vllm_fleet_env": dict(common["vllm_fleet_env"], HF_ENDPOINT=hub["endpoint"])}
+
+            def fresh() -> None:
+                ansible(inventory, "teardown.yml", "-e", json.dumps({"vllm_fleet_teardown_purge_cache": True}))
+                empty(Path(info["store"]))          # bind-mounted into the host: emptied, never removed
+                shutil.rmtree(cache, ignore_errors=True)
+                empty(Path(f"{HF_CACHE_ROOT}/{DOWN_DEP}"))
+
+            for rep in range(args.repeats + 1):
+                for mode in ("staged", "none"):
+                    fresh()
+                    if mode == "staged":
+                        first = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": old}
+                        update = dict(first, vllm_fleet_model_revision=new)
+                    else:
+                        first = dict(unstaged, vllm_fleet_extra_args=["--max-num-seqs", "32"])
+                        update = dict(unstaged, vllm_fleet_extra_args=["--max-num-seqs", "64"])
+                    ansible(inventory, "deploy.yml", "-e", json.dumps(first), env=env)
+                    if mode == "none":      # the new weights are not on the host yet (the old server holds its own in memory)
+                        empty(Path(f"{HF_CACHE_ROOT}/{DOWN_DEP}"))
+                    watch = outage_watch(host_container, f"outage-{mode}")
+                    wall, out = ansible(inventory, "deploy.yml", "-e", json.dumps(update), env=env)
+                    down = watch()
+                    staged = SUMMARY.search(" ".join(out.split()))
+                    got = {"down": down, "wall": wall}
+                    label = "warm-up" if rep == 0 else f"run {rep}"
+                    print(f"  {label} {mode}: instance down {down:.1f} s, update {wall:.1f} s"
+                          + (f", staged before the stop in {float(staged.group(4)):.1f} s" if staged else ""), flush=True)
+                    if rep:
+                        runs[mode].append(got)
+            fresh()
+    finally:
+        testbed.down(DOWN_FLEET, remove_siblings=True)
+        shutil.rmtree(work, ignore_errors=True)
+        remove_machine_dirs(DOWN_DEP)
+    med = {mode: statistics.median(r["down"] for r in rs) for mode, rs in runs.items()}
+    wall = {mode: statistics.median(r["wall"] for r in rs) for mode, rs in runs.items()}
+    print(f"\nan update's downtime, new weights not on the host (MiniLM {sum(f.stat().st_size for f in Path(MINILM_DIR).rglob('*') if f.is_file()) / 1e6:.0f} MB "
+          f"through a local Hub mirror at {args.hub_mib_s:g} MiB/s, docker, real vLLM CPU; medians of {args.repeats} alternated pairs):")
+    print(f"  with staging: down {med['staged']:.1f} s (update {wall['staged']:.1f} s); without: down {med['none']:.1f} s "
+          f"(update {wall['none']:.1f} s); without/with {med['none'] / med['staged']:.2f}")
 
 
 if __name__ == "__main__":

@@ -140,13 +140,15 @@ class Load:
 
 
 @contextlib.contextmanager
-def hub_mirror(repos: Sequence[tuple], workdir: Path):
-    """tests/testbed/hub_mirror.py on loopback serving ``repos`` ((repo id, directory), ...; a repo
-    given twice has two commits, main the last): yields endpoint, log (one line per request) and
-    revisions (repo id -> its commits, in the order given). Stopped by its PID on exit."""
+def hub_mirror(repos: Sequence[tuple], workdir: Path, bind: str = "127.0.0.1", rate_mib: Optional[float] = None):
+    """tests/testbed/hub_mirror.py on ``bind`` (loopback by default) serving ``repos`` ((repo id,
+    directory), ...; a repo given twice has two commits, main the last), file bodies at most
+    ``rate_mib`` MiB/s: yields endpoint, log (one line per request) and revisions (repo id -> its
+    commits, in the order given). Stopped by its PID on exit."""
     import sys
     log, ready = workdir / "mirror.log", workdir / "mirror.json"
-    argv = [sys.executable, str(ROOT / "tests" / "testbed" / "hub_mirror.py"), "--log", str(log), "--ready", str(ready)]
+    argv = [sys.executable, str(ROOT / "tests" / "testbed" / "hub_mirror.py"), "--log", str(log), "--ready", str(ready),
+            "--bind", bind] + (["--rate-mib", str(rate_mib)] if rate_mib else [])
     for repo, path in repos:
         argv += ["--repo", f"{repo}={path}"]
     proc = subprocess.Popen(argv)
@@ -157,7 +159,7 @@ def hub_mirror(repos: Sequence[tuple], workdir: Path):
             time.sleep(0.1)
         info = json.loads(ready.read_text())
         log.touch()
-        yield {"endpoint": f"http://127.0.0.1:{info['port']}", "log": log,
+        yield {"endpoint": f"http://{bind}:{info['port']}", "log": log,
                "commit": info["commits"], "revisions": info["revisions"]}
     finally:
         proc.terminate()

@@ -227,6 +227,14 @@ def ensure_network(network: str = NETWORK, subnet: str = SUBNET) -> None:
         raise FleetError(f"docker network {network} exists and is not --internal ({got}); refusing to use it")
 
 
+def gateway(network: str = NETWORK) -> str:
+    """This machine's address on the fleet network (its bridge's gateway): what a test host's
+    containers reach this machine at (a local Hub mirror bound there, never beyond the bridge)."""
+    out = run(["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}", network]).stdout
+    gw, _, subnet = out.strip().partition(" ")
+    return gw or str(next(ipaddress.ip_network(subnet.strip()).hosts()))
+
+
 def docker_cli() -> str:
     path = shutil.which("docker")
     if not path:

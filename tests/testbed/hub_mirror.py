@@ -12,7 +12,10 @@ Every file body sent is logged as one line ``GET <repo> <file> <bytes>`` to ``--
 counts downloads per file from it), every other request as ``ASK <method> <path>`` (a run that
 must not touch the Hub shows none). Revisions: each ``--repo`` directory is one commit (a sha1
 of its manifest); a repo given more than once has several, ``main`` being the last given;
-anything else is 404.
+anything else is 404. ``--bind`` (default 127.0.0.1): the address it listens on (the test
+network's gateway where a test host's containers download themselves); ``--rate-mib``: file
+bodies are sent at most that fast, all requests together (a simulated Hub link; unset: as fast
+as the disk).
 
     python3 tests/testbed/hub_mirror.py --repo org/name=/path/to/model [--repo org/name=/newer] --port 0 --log FILE --ready FILE
 """
@@ -24,11 +27,28 @@ import hashlib
 import json
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
 
 REPOS = {}      # "org/name" -> {"main": commit, commit: {"dir", "commit", "files": {rel: (size, sha256)}}}
 LOCK = threading.Lock()
+CHUNK = 1 << 20
+
+
+class Link:
+    """One shared link of ``rate`` bytes/s (None: unlimited): each chunk sent waits for its slot."""
+
+    def __init__(self, rate=None):
+        self.rate, self.lock, self.free_at = rate, threading.Lock(), 0.0
+
+    def send(self, out, data: bytes) -> None:
+        if self.rate:
+            with self.lock:
+                start = max(time.monotonic(), self.free_at)
+                self.free_at = start + len(data) / self.rate
+            time.sleep(max(0.0, start - time.monotonic()))
+        out.write(data)
 
 
 def load_repo(repo_id: str, root: str) -> dict:
@@ -46,6 +66,7 @@ def load_repo(repo_id: str, root: str) -> dict:
 
 class Handler(BaseHTTPRequestHandler):
     log_path = None
+    link = Link()
 
     def log_message(self, fmt, *args):  # quiet: the download log is the record
         pass
@@ -113,7 +134,13 @@ class Handler(BaseHTTPRequestHandler):
                 return
             with open(os.path.join(repo["dir"], rel), "rb") as handle:
                 handle.seek(start)
-                self.wfile.write(handle.read(end - start + 1))
+                left = end - start + 1
+                while left > 0:
+                    data = handle.read(min(CHUNK, left))
+                    if not data:
+                        break
+                    self.link.send(self.wfile, data)
+                    left -= len(data)
             self._note(f"GET {repo_id} {rel} {end - start + 1}")
             return
         self._json({"error": f"not served here: {path}"}, 404)
@@ -123,6 +150,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repo", action="append", required=True, help="org/name=DIR")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--bind", default="127.0.0.1")
+    parser.add_argument("--rate-mib", type=float, default=None, help="MiB/s of file bodies, all requests together")
     parser.add_argument("--log", required=True)
     parser.add_argument("--ready", required=True, help="file the port and commits are written to once listening")
     args = parser.parse_args(argv)
@@ -132,7 +161,8 @@ def main(argv=None) -> int:
         REPOS.setdefault(repo_id, {})[repo["commit"]] = repo
         REPOS[repo_id]["main"] = repo["commit"]
     Handler.log_path = args.log
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    Handler.link = Link(args.rate_mib * (1 << 20) if args.rate_mib else None)
+    server = ThreadingHTTPServer((args.bind, args.port), Handler)
     with open(args.ready + ".tmp", "w", encoding="utf-8") as handle:
         json.dump({"port": server.server_address[1], "commits": {k: v["main"] for k, v in REPOS.items()},
                    "revisions": {k: [c for c in v if c != "main"] for k, v in REPOS.items()}}, handle)
