@@ -11,7 +11,8 @@ short_description: Download, manifest, disk-check and verify a staged model snap
 description:
   - O(state=download) (on the controller) downloads a Hub snapshot into O(path) with huggingface_hub's own
     C(snapshot_download) (it honours C(HF_ENDPOINT) for a mirror), O(attempts) tries, then writes its manifest
-    to O(manifest_path).
+    to O(manifest_path). Its action plugin (plugins/action/vllm_fleet_stage.py) prints a progress line every
+    O(progress) seconds while the download runs on the controller.
   - O(state=manifest) (on the controller) writes the per-file sha256 manifest of the directory O(path) to
     O(manifest_path) (unchanged when the same).
   - O(state=check) (on a host) compares O(path) with O(manifest) by size and says whether the host already
@@ -55,6 +56,10 @@ options:
     description: Downloads tried before the module fails (download).
     type: int
     default: 3
+  progress:
+    description: Seconds between two progress lines of a download on the controller (read by the action plugin).
+    type: float
+    default: 20
   margin_pct:
     description: Free space demanded beyond what is missing, in percent of the snapshot (check).
     type: int
@@ -201,6 +206,7 @@ def main() -> None:
             revision=dict(type="str", default="main"),
             token=dict(type="str", no_log=True),
             attempts=dict(type="int", default=3),
+            progress=dict(type="float", default=20),
             margin_pct=dict(type="int", default=10),
             host=dict(type="str", default="this host"),
         ),

@@ -391,6 +391,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("stage_fanout", "bool", "Staging: hosts that hold a verified copy send it on (1 -> 2 -> 4 ...); `false`: "
         "the controller sends to every host (hosts that cannot reach each other over SSH).", scope="run",
         default=True),
+    Var("stage_progress", "int", "Staging, `hub` source: seconds between two progress lines of the controller's "
+        "download (bytes so far, rate).", scope="run", default=20, minimum=1, maximum=3600),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
         "(the window of the tokens/s column).", scope="run", default=2, minimum=1, maximum=60),
 )
