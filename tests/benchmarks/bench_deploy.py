@@ -118,6 +118,7 @@ def write_groups(path: Path, size: int, extra_vars: dict) -> None:
         "children": {GROUP: {
             "hosts": {h: {"vllm_fleet_deployment": deployment(size, h)} for h in host_names(size)},
             "vars": {"vllm_fleet_recipe": RECIPE,
+                     "vllm_fleet_model_source": "none",     # no Hub here; the stand-ins read no weights
                      "vllm_fleet_runtime": "docker",
                      "vllm_fleet_docker_pull": "never",
                      "vllm_fleet_health_request": "none",

@@ -36,6 +36,9 @@ def write_groups(path: Path, groups: dict, common: dict) -> None:
     """Groups inventory (JSON is valid YAML): the deployments under test."""
     all_vars = {
         "vllm_fleet_recipe_sources": [str(ROOT / "recipes")],
+        # test fleets have no Hub: nothing is staged unless a test says where from (its group's
+        # vllm_fleet_model_source wins over this); the stand-ins never read weights
+        "vllm_fleet_model_source": "none",
         # vLLM containers are siblings on this machine's engine: share the host's netns
         "vllm_fleet_docker_network_mode": "container:{{ vllm_fleet_testbed_container }}",
         **common,

@@ -152,12 +152,13 @@ VARIABLES: Tuple[Var, ...] = (
     Var("model_path", "str", "Local model directory served instead of the hub id (mounted read-only): an absolute "
         "path in normal form, without `:` or `,`, not a system directory.", path="dir"),
     Var("model_source", "str", "Where the weights come from before anything stops (`playbooks/stage.yml`, and "
-        "deploy.yml's stage phase): `hub`: downloaded once per fleet on the controller (huggingface_hub, honouring "
-        "`HF_ENDPOINT` and the vaulted HF token) and fanned out host to host; `controller`: a snapshot directory on "
-        "the controller (`vllm_fleet_model_controller_path`), fanned out; `path`: `vllm_fleet_model_path`, a "
-        "directory every host already mounts, checked on every host (same files and sizes); `none` (default): "
-        "nothing is staged, the server resolves its model itself. Staged servers read their copy with "
-        "`HF_HUB_OFFLINE=1`.", choices=("hub", "controller", "path", "none")),
+        "deploy.yml's stage phase): `hub` (the default): downloaded once per fleet on the controller "
+        "(huggingface_hub, honouring `HF_ENDPOINT` and the vaulted HF token) and fanned out host to host; "
+        "`controller`: a snapshot directory on the controller (`vllm_fleet_model_controller_path`), fanned out; "
+        "`path`: `vllm_fleet_model_path`, a directory every host already mounts, checked on every host (same files "
+        "and sizes); `none`: nothing is staged, the server resolves its model itself (downloads it at start). "
+        "Unset with `vllm_fleet_model_path` set: that directory is served as it is (like `none`). Staged servers "
+        "read their copy with `HF_HUB_OFFLINE=1`.", choices=("hub", "controller", "path", "none")),
     Var("model_revision", "str", "The model revision staged (a branch, tag or commit; default `main`; pin a commit "
         "for a reproducible fleet): each revision is its own directory on the hosts.",
         pattern=re.compile(r"^(?!.*\.\.)[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z"),

@@ -56,8 +56,10 @@ def stage_block(settings: Mapping[str, Any], model: str) -> Tuple[Optional[Dict[
     """The plan's ``stage`` block of a deployment's engine host, and problems (``variable: why``).
 
     ``model``: the id the recipe's command serves (``vllm serve MODEL``). None: nothing is staged
-    (source ``none``)."""
-    source = settings.get("model_source") or "none"
+    (source ``none``, or unset with ``model_path``)."""
+    # unset: hub, unless the inventory names a directory to serve (vllm_fleet_model_path: served
+    # as it is, like none)
+    source = settings.get("model_source") or ("none" if settings.get("model_path") else "hub")
     problems: List[str] = []
     if source not in SOURCES:
         return None, [f"vllm_fleet_model_source: {source!r} is not one of {', '.join(SOURCES)}"]

@@ -32,14 +32,23 @@ def test_single_node_hosts_each_serve_the_seed_command(cat):
     out = plan(cat, [host("a"), host("b")])
     assert set(out) == {"a", "b"}
     proc = out["a"]["processes"][0]
-    # the recipe's command, with vLLM's graceful stop (vllm_fleet_drain_timeout) after the model
-    assert proc["argv"] == ["vllm", "serve", SEED, "--shutdown-timeout", "120", "--trust-remote-code",
-                            "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data"]
+    # the recipe's command, with vLLM's graceful stop (vllm_fleet_drain_timeout) after the model;
+    # by default (vllm_fleet_model_source hub) the model is the staged snapshot, served offline
+    # under the recipe's model id
+    staged = "/var/lib/vllm-fleet/models/baidu--ERNIE-4.5-VL-28B-A3B-PT--main"
+    assert proc["argv"] == ["vllm", "serve", staged, "--shutdown-timeout", "120", "--trust-remote-code",
+                            "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data", "--served-model-name", SEED]
+    assert out["a"]["stage"]["source"] == "hub" and out["a"]["stage"]["dir"] == staged
     assert proc["stop_timeout"] == 150 and out["a"]["drain_timeout"] == 120
+    # without staging (none): exactly the recipe's command, the server resolves the model itself
+    unstaged = plan(cat, [host("a", model_source="none")])["a"]
+    assert unstaged["processes"][0]["argv"] == ["vllm", "serve", SEED, "--shutdown-timeout", "120", "--trust-remote-code",
+                                                "--tensor-parallel-size", "1", "--mm-encoder-tp-mode", "data"]
+    assert unstaged.get("stage") is None and "HF_HUB_OFFLINE" not in unstaged["processes"][0]["env"]
     # its compile cache on the host: per deployment and vLLM build (here the image)
     cache = "/var/lib/vllm-fleet/compile-cache/ernie-4-5-vl-28b-a3b-pt-h200/" + plan_hash(
         {"runtime": "docker", "image": "vllm/vllm-openai:latest", "version": None, "brand": "nvidia"})[:12]
-    assert proc["env"] == {"VLLM_CACHE_ROOT": cache} and proc["compile_cache"] == cache
+    assert proc["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_CACHE_ROOT": cache} and proc["compile_cache"] == cache
     assert out["b"]["processes"][0]["compile_cache"] == cache
     assert proc["image"] == "vllm/vllm-openai:latest"
     assert proc["port"] == 8000 and proc["serves_http"] is True
@@ -78,8 +87,8 @@ def test_rocm_hosts_get_the_rocm_image(cat):
 
 
 def test_multi_node_instances_ranks_and_placeholders(cat):
-    hosts = [host(f"n{i}", address=f"10.9.0.{i + 1}", iface=f"ens{i}", strategy="multi_node_tp", nodes=2)
-             for i in range(4)]
+    hosts = [host(f"n{i}", address=f"10.9.0.{i + 1}", iface=f"ens{i}", strategy="multi_node_tp", nodes=2,
+                  model_source="none") for i in range(4)]
     out = plan(cat, hosts)
     assert [out[h]["instance"] for h in ("n0", "n1", "n2", "n3")] == [0, 0, 1, 1]
     head, worker = out["n0"]["processes"][0], out["n1"]["processes"][0]
@@ -426,8 +435,9 @@ def test_process_names_come_from_one_function():
 
 
 def test_listen_binds_the_server_and_moves_the_probes(cat):
-    out = plan(cat, [host("a", listen="localhost"), host("b", address="10.0.0.2", listen="10.0.0.2"), host("d")])
-    out.update(plan(cat, [host("c", secrets=["VLLM_API_KEY"])]))
+    out = plan(cat, [host("a", listen="localhost", model_source="none"),
+                     host("b", address="10.0.0.2", listen="10.0.0.2", model_source="none"), host("d", model_source="none")])
+    out.update(plan(cat, [host("c", secrets=["VLLM_API_KEY"], model_source="none")]))
     a, b, c, d = (out[h]["processes"][0] for h in "abcd")
     assert a["argv"][-2:] == ["--host", "127.0.0.1"] and a["probe_host"] == "127.0.0.1" and a["bind"] == "127.0.0.1"
     assert b["argv"][-2:] == ["--host", "10.0.0.2"] and b["probe_host"] == "10.0.0.2"

@@ -25,27 +25,31 @@ from vllm_fleet.plan import plan
 # default 127.0.0.1:29000), so the first run after that upgrade restarts each router once. And
 # once more: every vLLM engine got VLLM_CACHE_ROOT (its compile cache on the host, one per
 # deployment and vLLM build, processes.py), so the first run after that upgrade rolls each engine
-# once; routers and Mooncake services kept theirs.
+# once; routers and Mooncake services kept theirs. And once more: vllm_fleet_model_source
+# defaults to hub (staging.py): an engine without vllm_fleet_model_path serves its staged
+# snapshot (its path in argv, --served-model-name the recipe's id, HF_HUB_OFFLINE=1), so the first
+# run after that upgrade stages each model once per fleet and rolls each engine once; routers and
+# Mooncake services kept theirs.
 EXAMPLE = {
-    "cpu-01": ("dae86aa83a304e51", {"vllm-fleet-minilm": "027358c072163f22"}),
-    "h200-31": ("d351776c7c6c07c9", {"vllm-fleet-dsv3-mooncake-i0": "c995214ec858228d"}),
-    "h200-32": ("7944bf8371a1f542", {"vllm-fleet-dsv3-mooncake-i1": "c995214ec858228d"}),
+    "cpu-01": ("4b48587c1c2a59e0", {"vllm-fleet-minilm": "a8bb9c8e6d439ce9"}),
+    "h200-31": ("04227be254214daf", {"vllm-fleet-dsv3-mooncake-i0": "5006cd055b11f7d4"}),
+    "h200-32": ("eb276a47adfd511b", {"vllm-fleet-dsv3-mooncake-i1": "5006cd055b11f7d4"}),
     "kv-01": ("27d3fabc36518a50", {
         "vllm-fleet-dsv3-mooncake-mooncake-master": "c749d8e0100a226d",
         "vllm-fleet-dsv3-mooncake-mooncake-store": "2434dfc0cd438bdd",
         "vllm-fleet-dsv3-mooncake-router": "ca3ba42e74654185",
     }),
-    "h200-11": ("332ebb220a623487", {"vllm-fleet-dsv3-tp16-i0-head0": "b5c600133df3ee62"}),
-    "h200-12": ("d64c15207f8f024d", {"vllm-fleet-dsv3-tp16-i0-worker1": "c549633f3f9cf2d1"}),
-    "h200-13": ("31dd2a91af39f72e", {"vllm-fleet-dsv3-tp16-i1-head0": "b8cf5802a9641dd9"}),
-    "h200-14": ("ec625e97d83ec290", {"vllm-fleet-dsv3-tp16-i1-worker1": "aa164ca99b97f4b7"}),
-    "h200-21": ("b93636b5116c7ebe", {"vllm-fleet-dsv3-pd-prefill0": "dbdde39a1d1ecb68"}),
-    "h200-22": ("3c48d8e14cf19cc3", {"vllm-fleet-dsv3-pd-prefill1": "8db15a4eb6461e66"}),
-    "h200-23": ("366b34e7389d8f98", {"vllm-fleet-dsv3-pd-decode0": "0ca19b030ad0c63f"}),
+    "h200-11": ("9b731400e661dd6f", {"vllm-fleet-dsv3-tp16-i0-head0": "647d6ba60e95557c"}),
+    "h200-12": ("f1914e142c063d27", {"vllm-fleet-dsv3-tp16-i0-worker1": "ec30afe967d5bb16"}),
+    "h200-13": ("d5849010631fa17f", {"vllm-fleet-dsv3-tp16-i1-head0": "823aaf63a899215d"}),
+    "h200-14": ("37cd1a616b5f3bbe", {"vllm-fleet-dsv3-tp16-i1-worker1": "ad44207a7e6aab3b"}),
+    "h200-21": ("36b8db755bfb2a9d", {"vllm-fleet-dsv3-pd-prefill0": "6edf73aaaaa66f94"}),
+    "h200-22": ("58ce6f98f206b950", {"vllm-fleet-dsv3-pd-prefill1": "bfef6b7b0399e510"}),
+    "h200-23": ("1dd9c5ec91e5ed8c", {"vllm-fleet-dsv3-pd-decode0": "ab3d580c2062ec55"}),
     "router-01": ("57be91e4cb8384c1", {"vllm-fleet-dsv3-pd-router": "119cb803caf93f43"}),
-    "h200-01": ("25da473a0bb9a648", {"vllm-fleet-ernie-vl-h200-i0": "0341804dff20d52f"}),
-    "h200-02": ("ca84656fe5295253", {"vllm-fleet-ernie-vl-h200-i1": "0341804dff20d52f"}),
-    "mi300x-01": ("9f65a027e1aa5655", {"vllm-fleet-ernie-vl-mi300x": "3aa1239ef977ebcb"}),
+    "h200-01": ("fb65ed65394012a2", {"vllm-fleet-ernie-vl-h200-i0": "96784c86db6e150b"}),
+    "h200-02": ("28d412a642750e56", {"vllm-fleet-ernie-vl-h200-i1": "96784c86db6e150b"}),
+    "mi300x-01": ("32ab5ef93d2ffe2b", {"vllm-fleet-ernie-vl-mi300x": "4480c7232aff7612"}),
 }
 
 # accelerator settings away from the contract's defaults: accelerator.py folds a digest of the
@@ -54,10 +58,10 @@ OVERRIDES = {"mi300x_cluster": {"rocm_aiter": False},
              "cpu_embeddings": {"cpu_env": {"VLLM_CPU_KVCACHE_SPACE": "8"}},
              "h200_cluster": {"cuda_gpu_count": 4}}
 OVERRIDDEN = {
-    "cpu-01": ("c73b694a716c0f8a", {"vllm-fleet-minilm": "6b25be0cfc741184"}),
-    "h200-01": ("ca1c2aa6cf511dbc", {"vllm-fleet-ernie-vl-h200-i0": "52315e95bb15b9ab"}),
-    "h200-02": ("2d57e5faa2cc5bc1", {"vllm-fleet-ernie-vl-h200-i1": "52315e95bb15b9ab"}),
-    "mi300x-01": ("7d65f447bcf5b736", {"vllm-fleet-ernie-vl-mi300x": "025254444cf9cdb0"}),
+    "cpu-01": ("58d442559d8de127", {"vllm-fleet-minilm": "cec72df032ccb0ae"}),
+    "h200-01": ("afc3ef00f74a486f", {"vllm-fleet-ernie-vl-h200-i0": "9fc782af599310d0"}),
+    "h200-02": ("11b8152a17943ce5", {"vllm-fleet-ernie-vl-h200-i1": "9fc782af599310d0"}),
+    "mi300x-01": ("f20d3ce0fa0675cf", {"vllm-fleet-ernie-vl-mi300x": "c3fab39cf4ceb377"}),
 }
 
 

@@ -21,7 +21,11 @@ def test_snapshot_key_refuses_names_that_could_leave_the_store(model, revision):
 
 
 def test_stage_block_of_each_source():
-    assert staging.stage_block({}, "org/m") == (None, [])
+    # unset: hub (the model is fetched once per fleet and staged), unless a directory is named
+    default, problems = staging.stage_block({}, "org/m")
+    assert problems == [] and default["source"] == "hub" and default["dir"] == "/var/lib/vllm-fleet/models/org--m--main"
+    assert staging.stage_block({"model_path": "/srv/m"}, "org/m") == (None, [])
+    assert staging.stage_block({"model_source": "none"}, "org/m") == (None, [])
     block, problems = staging.stage_block({"model_source": "hub", "model_revision": "v2"}, "org/m")
     assert problems == []
     assert block["dir"] == "/var/lib/vllm-fleet/models/org--m--v2"
@@ -51,7 +55,8 @@ def test_the_store_is_the_operators_choice_and_checked_like_every_root():
     ({"model_source": "path"}, "needs vllm_fleet_model_path"),
     ({"model_source": "controller"}, "needs vllm_fleet_model_controller_path"),
     ({"model_source": "hub", "model_controller_path": "/m"}, "vllm_fleet_model_controller_path"),
-    ({"model_revision": "v1"}, "vllm_fleet_model_revision"),
+    ({"model_source": "none", "model_revision": "v1"}, "vllm_fleet_model_revision"),
+    ({"model_path": "/m", "model_revision": "v1"}, "vllm_fleet_model_revision"),
     ({"model_source": "hub", "model_revision": "../x"}, "vllm_fleet_model_revision"),
     ({"model_source": "ftp"}, "vllm_fleet_model_source"),
 ])
