@@ -1,14 +1,14 @@
 """Replica placement inside a host (topology.py): GPU groups that follow the GPU topology the
 facts report, CPU sets inside NUMA nodes.
 
-The topologies come from the facts module's real parsers where they can (the ``nvidia-smi topo
--m`` fixture of an 8-GPU PCIe box with NVLink bridges, the ``amd-smi topology`` fixture, the
-FAKE tools' output), so the shape the planner gets is the shape the facts publish.
+The topologies come from the facts' real parsers (module_utils ``vllm_fleet_gpu_nvidia``,
+``vllm_fleet_gpu_amd``) where they can (the ``nvidia-smi topo -m`` fixture of an 8-GPU PCIe box
+with NVLink bridges, the ``amd-smi topology`` fixture, the FAKE tools' output), so the shape the
+planner gets is the shape the facts publish.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,28 +17,19 @@ from pathlib import Path
 import pytest
 
 from vllm_fleet.topology import EXHAUSTIVE_MAX, consecutive, cpu_sets, gpu_groups, link_rank
+from vllm_fleet_gpu_amd import parse_amd_smi_topology
+from vllm_fleet_gpu_nvidia import parse_nvidia_topo
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"
 FAKES = ROOT / "tests" / "fakes" / "bin"
 
 
-def _facts_module():
-    spec = importlib.util.spec_from_file_location("vllm_fleet_gpu_facts_for_topology",
-                                                  ROOT / "plugins" / "modules" / "vllm_fleet_gpu_facts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gf = _facts_module()
-
-
 @pytest.fixture(scope="module")
 def pairs():
     """8 PCIe GPUs: NVLink bridges 0-4, 1-5, 2-6, 3-7 (NV4), PIX within a PCIe switch (0-1,
     2-3, ...), NODE between the switches of a socket, SYS across; GPUs 0-3 on NUMA 0."""
-    topology = gf.parse_nvidia_topo((FIXTURES / "nvidia-smi-topo-m-550-pcie-nvlink-pairs.txt").read_text())
+    topology = parse_nvidia_topo((FIXTURES / "nvidia-smi-topo-m-550-pcie-nvlink-pairs.txt").read_text())
     assert topology["numa"] == [0, 0, 0, 0, 1, 1, 1, 1] and topology["links"][0][4] == "NV4"
     return topology
 
@@ -101,7 +92,7 @@ def test_pools_that_are_a_subset(pairs):
 def test_the_fake_nvidia_smi_pairs_layout_gives_the_same_groups():
     out = subprocess.run([sys.executable, str(FAKES / "nvidia-smi"), "topo", "-m"], capture_output=True, text=True,
                          check=True, env=dict(os.environ, FAKE_GPU_PROFILE="h200x8", FAKE_GPU_TOPOLOGY="pairs")).stdout
-    topology = gf.parse_nvidia_topo(out)
+    topology = parse_nvidia_topo(out)
     assert gpu_groups(range(8), 2, 4, topology) == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert gpu_groups(range(8), 4, 2, topology) == [[0, 1, 2, 3], [4, 5, 6, 7]]
 
@@ -131,7 +122,7 @@ def test_without_a_usable_topology_the_split_is_today_s():
 
 
 def test_amd_xgmi_bridges_through_the_real_parser():
-    topology = gf.parse_amd_smi_topology((FIXTURES / "amd-smi-topology-mi210x4-rocm62.json").read_text())
+    topology = parse_amd_smi_topology((FIXTURES / "amd-smi-topology-mi210x4-rocm62.json").read_text())
     assert gpu_groups([0, 2, 1, 3], 2, 2, topology) == [[0, 1], [2, 3]]
     assert gpu_groups([0, 2, 1, 3], 2, 2, None) == [[0, 2], [1, 3]]
 

@@ -1,4 +1,6 @@
-"""Unit tests for the host-side facts module ``plugins/modules/vllm_fleet_gpu_facts.py``.
+"""Unit tests for the host-side facts module ``plugins/modules/vllm_fleet_gpu_facts.py`` and its
+parsers and mapping in ``plugins/module_utils`` (``vllm_fleet_gpu_nvidia``, ``vllm_fleet_gpu_amd``,
+``vllm_fleet_gpu_host``, ``vllm_fleet_gpu_taxonomy``).
 
 * parsers: canned real-format output of ``nvidia-smi`` (query CSV, table header, ``-q``,
   ``topo -m``), ``amd-smi`` (static JSON of ROCm 6 and 7, version, topology, ``list -e``),
@@ -25,6 +27,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vllm_fleet_gpu_amd import (AMD_SMI_LIST, AMD_SMI_LIST_ENUM, AMD_SMI_NUMA, AMD_SMI_STATIC, AMD_SMI_TOPOLOGY,
+                                AMD_SMI_VERSION, KFD_NODE_PROPERTIES, ROCM_SMI_QUERY, ROCM_VERSION_FILE, map_amd,
+                                parse_amd_smi_list, parse_amd_smi_numa, parse_amd_smi_static, parse_amd_smi_topology,
+                                parse_amd_smi_version, parse_kfd_render_minor, parse_rocm_smi)
+from vllm_fleet_gpu_host import map_cpu, parse_cpu_model, parse_cpulist, probe_cpus
+from vllm_fleet_gpu_nvidia import (NVIDIA_QUERY, NVIDIA_RULES, NVIDIA_TOPO, map_nvidia, parse_cuda_version,
+                                   parse_nvidia_driver_version, parse_nvidia_query, parse_nvidia_topo)
+from vllm_fleet_gpu_taxonomy import HARDWARE_IDS, HardwareError, detect_hardware, resolve
+
 ROOT = Path(__file__).resolve().parents[4]
 MODULE_PATH = ROOT / "plugins" / "modules" / "vllm_fleet_gpu_facts.py"
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"
@@ -32,12 +43,14 @@ FAKES = ROOT / "tests" / "fakes" / "bin"
 TAXONOMY = ROOT / "recipes" / "taxonomy.yaml"
 
 
-# the module imports its parsers as Ansible ships them (ansible.module_utils.vllm_fleet_gpu_health):
-# in-process tests/unit/conftest.py maps that name to the repository's file; a module run as a
-# script (the e2e cases below) gets the same mapping from RUN_MODULE
+# the module imports its parsers as Ansible ships them (ansible.module_utils.vllm_fleet_gpu_nvidia,
+# ...): in-process tests/unit/conftest.py maps those names to the repository's files (the tests
+# import the parsers by their file names); a module run as a script (the e2e cases below) gets the
+# same mapping from RUN_MODULE (in import order)
 MODULE_UTILS = ROOT / "plugins" / "module_utils"
 RUN_MODULE = ("import runpy, sys; sys.path.insert(0, sys.argv[1])\n"
-              "for name in ('vllm_fleet_smi', 'vllm_fleet_gpu_health'):\n"
+              "for name in ('vllm_fleet_smi', 'vllm_fleet_gpu_health', 'vllm_fleet_gpu_values', 'vllm_fleet_gpu_nvidia',\n"
+              "             'vllm_fleet_gpu_amd', 'vllm_fleet_gpu_host', 'vllm_fleet_gpu_taxonomy'):\n"
               "    sys.modules['ansible.module_utils.' + name] = __import__(name)\n"
               "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 
@@ -61,7 +74,7 @@ def fixture(name: str) -> str:
 
 def test_the_id_list_is_the_taxonomy_profile_list():
     profiles = yaml.safe_load(TAXONOMY.read_text(encoding="utf-8"))["hardware_profiles"]
-    assert list(gf.HARDWARE_IDS) == list(profiles)
+    assert list(HARDWARE_IDS) == list(profiles)
 
 
 # ------------------------------------------------------------------------------ nvidia-smi
@@ -74,7 +87,7 @@ H100_QUERY = "".join(
 
 
 def test_nvidia_query_csv():
-    gpus = gf.parse_nvidia_query(H100_QUERY)
+    gpus = parse_nvidia_query(H100_QUERY)
     assert len(gpus) == 8
     assert gpus[0] == {"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
                        "driver_version": "550.90.07", "bus_id": "00000000:18:00.0"}
@@ -83,10 +96,10 @@ def test_nvidia_query_csv():
 
 def test_nvidia_query_with_header_units_and_unified_memory():
     """DGX Spark: header line and units kept, memory.total is [N/A] (unified memory)."""
-    (gpu,) = gf.parse_nvidia_query(fixture("nvidia-query-gb10.csv"))
+    (gpu,) = parse_nvidia_query(fixture("nvidia-query-gb10.csv"))
     assert gpu["name"] == "NVIDIA GB10" and gpu["memory_mib"] is None
     assert gpu["driver_version"] == "580.95.05" and gpu["bus_id"] == "0000000F:01:00.0"
-    (gpu,) = gf.parse_nvidia_query("0, NVIDIA H200, 143771 MiB, 570.133.20, 00000000:18:00.0\n")
+    (gpu,) = parse_nvidia_query("0, NVIDIA H200, 143771 MiB, 570.133.20, 00000000:18:00.0\n")
     assert gpu["memory_mib"] == 143771
 
 
@@ -97,17 +110,17 @@ def test_nvidia_query_with_header_units_and_unified_memory():
     'Field "pci.bus_id" is not a valid field to query.\n\n',
 ])
 def test_nvidia_query_without_gpus(text):
-    assert gf.parse_nvidia_query(text) == []
+    assert parse_nvidia_query(text) == []
 
 
 def test_cuda_version_from_the_table_header_and_q():
-    assert gf.parse_cuda_version(fixture("nvidia-smi-table-580-rtx-pro-6000x2.txt")) == "13.0"
-    assert gf.parse_cuda_version(fixture("nvidia-smi-q-535-h100.txt")) == "12.2"
-    assert gf.parse_nvidia_driver_version(fixture("nvidia-smi-q-535-h100.txt")) == "535.161.08"
-    assert gf.parse_cuda_version(fixture("nvidia-smi-q-vgpu-no-cuda.txt")) is None
+    assert parse_cuda_version(fixture("nvidia-smi-table-580-rtx-pro-6000x2.txt")) == "13.0"
+    assert parse_cuda_version(fixture("nvidia-smi-q-535-h100.txt")) == "12.2"
+    assert parse_nvidia_driver_version(fixture("nvidia-smi-q-535-h100.txt")) == "535.161.08"
+    assert parse_cuda_version(fixture("nvidia-smi-q-vgpu-no-cuda.txt")) is None
     old = "| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |"
-    assert gf.parse_cuda_version(old) == "12.2"
-    assert gf.parse_cuda_version("") is None
+    assert parse_cuda_version(old) == "12.2"
+    assert parse_cuda_version("") is None
 
 
 def _run_fake(tool, profile, argv, **extra_env):
@@ -117,7 +130,7 @@ def _run_fake(tool, profile, argv, **extra_env):
 
 
 def test_the_fake_nvidia_smi_output_parses():
-    gpus = gf.parse_nvidia_query(_run_fake("nvidia-smi", "b200x8", gf.NVIDIA_QUERY))
+    gpus = parse_nvidia_query(_run_fake("nvidia-smi", "b200x8", NVIDIA_QUERY))
     assert [g["name"] for g in gpus] == ["NVIDIA B200"] * 8
     assert gpus[0]["memory_mib"] == 183359
 
@@ -126,7 +139,7 @@ def test_the_fake_nvidia_smi_output_parses():
 
 
 def test_amd_smi_static_rocm6_list():
-    gpus = gf.parse_amd_smi_static(fixture("amd-smi-static-mi300x-rocm6.json"))
+    gpus = parse_amd_smi_static(fixture("amd-smi-static-mi300x-rocm6.json"))
     assert len(gpus) == 2
     assert gpus[1] == {"index": 1, "name": "AMD Instinct MI300X", "device_id": "0x74a1",
                        "gfx_target": "gfx942", "memory_mib": 196592, "driver_version": "6.10.5",
@@ -134,14 +147,14 @@ def test_amd_smi_static_rocm6_list():
 
 
 def test_amd_smi_static_rocm7_gpu_data():
-    (gpu,) = gf.parse_amd_smi_static(fixture("amd-smi-static-mi355x-rocm7.json"))
+    (gpu,) = parse_amd_smi_static(fixture("amd-smi-static-mi355x-rocm7.json"))
     assert (gpu["name"], gpu["device_id"], gpu["gfx_target"], gpu["memory_mib"]) == \
         ("AMD Instinct MI355X", "0x75a3", "gfx950", 294896)
     assert gpu["driver_version"] == "6.14.14"
 
 
 def test_amd_smi_static_old_vf_string_sizes():
-    (gpu,) = gf.parse_amd_smi_static(fixture("amd-smi-static-mi300x-vf-rocm61.json"))
+    (gpu,) = parse_amd_smi_static(fixture("amd-smi-static-mi300x-vf-rocm61.json"))
     assert gpu["device_id"] == "0x74b5" and gpu["gfx_target"] is None
     assert gpu["memory_mib"] == 196592 and gpu["driver_version"] == "6.7.0"
 
@@ -151,31 +164,31 @@ def test_amd_smi_static_tolerates_errors_warnings_and_int_ids():
             + json.dumps([{"gpu": 0, "asic": {"market_name": "N/A", "device_id": 29857,
                                               "target_graphics_version": "gfx942"},
                            "vram": "AMDSMI_STATUS_NOT_SUPPORTED", "driver": "N/A"}]))
-    (gpu,) = gf.parse_amd_smi_static(text)
+    (gpu,) = parse_amd_smi_static(text)
     assert gpu["name"] is None and gpu["device_id"] == "0x74a1" and gpu["memory_mib"] is None
-    assert gf.parse_amd_smi_static("") == [] and gf.parse_amd_smi_static("not json") == []
-    assert gf.parse_amd_smi_static('{"gpu_data": []}') == []
+    assert parse_amd_smi_static("") == [] and parse_amd_smi_static("not json") == []
+    assert parse_amd_smi_static('{"gpu_data": []}') == []
 
 
 def test_amd_smi_version_shapes():
     fake_shape = json.dumps([{"tool": "AMDSMI Tool", "version": "25.2.0+fb3b3f4",
                               "amdsmi_library_version": "25.2.0", "rocm_version": "6.4.0",
                               "amdgpu_version": "6.12.12", "amd_hsmp_driver_version": "N/A"}])
-    assert gf.parse_amd_smi_version(fake_shape) == {"rocm_version": "6.4.0", "driver_version": "6.12.12"}
+    assert parse_amd_smi_version(fake_shape) == {"rocm_version": "6.4.0", "driver_version": "6.12.12"}
     as_object = '{"tool": "AMDSMI Tool", "version": "26.2.1", "rocm_version": "7.2.0"}'
-    assert gf.parse_amd_smi_version(as_object) == {"rocm_version": "7.2.0", "driver_version": None}
+    assert parse_amd_smi_version(as_object) == {"rocm_version": "7.2.0", "driver_version": None}
     human = ("AMDSMI Tool: 24.6.3+9578815 | AMDSMI Library version: 24.6.3.0 | ROCm version: 6.2.1 | "
              "amdgpu version: 6.8.5 | amd_hsmp version: N/A\n")
-    assert gf.parse_amd_smi_version(human) == {"rocm_version": "6.2.1", "driver_version": "6.8.5"}
+    assert parse_amd_smi_version(human) == {"rocm_version": "6.2.1", "driver_version": "6.8.5"}
     older = json.dumps([{"tool": "AMDSMI Tool", "version": "24.5.1", "amdsmi_library_version": "24.5.1",
                          "rocm_version": "N/A"}])
-    assert gf.parse_amd_smi_version(older)["rocm_version"] is None
+    assert parse_amd_smi_version(older)["rocm_version"] is None
 
 
 def test_the_fake_amd_smi_rocm7_output_parses():
     """The fake's mi355x8 profile answers in the ROCm 7 {"gpu_data": [...]} layout."""
-    gpus = gf.parse_amd_smi_static(_run_fake("amd-smi", "mi355x8", gf.AMD_SMI_STATIC[0]))
-    assert len(gpus) == 8 and gf.map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi355x"
+    gpus = parse_amd_smi_static(_run_fake("amd-smi", "mi355x8", AMD_SMI_STATIC[0]))
+    assert len(gpus) == 8 and map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi355x"
     assert (gpus[0]["gfx_target"], gpus[0]["memory_mib"], gpus[0]["driver_version"]) == ("gfx950", 294896, "6.16.6")
 
 
@@ -183,15 +196,15 @@ def test_the_fake_rocm_smi_output_parses(tmp_path):
     """The fake switches to rocm-smi behaviour on its own name (a symlink)."""
     (tmp_path / "rocm-smi").symlink_to(FAKES / "amd-smi")
     env = dict(os.environ, FAKE_GPU_PROFILE="mi325x8")
-    out = subprocess.run([sys.executable, str(tmp_path / "rocm-smi")] + gf.ROCM_SMI_QUERY[0],
+    out = subprocess.run([sys.executable, str(tmp_path / "rocm-smi")] + ROCM_SMI_QUERY[0],
                          capture_output=True, text=True, env=env, check=True).stdout
-    gpus, driver = gf.parse_rocm_smi(out)
+    gpus, driver = parse_rocm_smi(out)
     assert len(gpus) == 8 and driver == "6.12.12" and gpus[7]["memory_mib"] == 262128
-    assert gf.map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi325x"
+    assert map_amd(gpus[0]["name"], gpus[0]["device_id"], gpus[0]["gfx_target"]) == "mi325x"
 
 
 def test_rocm_smi_json():
-    gpus, driver = gf.parse_rocm_smi(fixture("rocm-smi-mi325x.json"))
+    gpus, driver = parse_rocm_smi(fixture("rocm-smi-mi325x.json"))
     assert driver == "6.10.5"
     assert [g["index"] for g in gpus] == [0, 1]
     assert gpus[0]["name"] == "AMD Instinct MI325X" and gpus[0]["device_id"] == "0x74a5"
@@ -203,10 +216,10 @@ def test_rocm_smi_json_older_keys_and_noise():
     card10 sorting after card2."""
     doc = {"card%d" % i: {"Card series": "N/A", "Card model": "0x74a1", "GFX Version": "gfx942",
                           "VRAM Total Memory (B)": str(196592 * 1048576)} for i in (0, 2, 10)}
-    gpus, driver = gf.parse_rocm_smi("WARNING: AMD GPU device(s) is/are in a low-power state\n" + json.dumps(doc))
+    gpus, driver = parse_rocm_smi("WARNING: AMD GPU device(s) is/are in a low-power state\n" + json.dumps(doc))
     assert driver is None and [g["index"] for g in gpus] == [0, 2, 10]
     assert gpus[0]["name"] is None and gpus[0]["device_id"] == "0x74a1"
-    assert gf.parse_rocm_smi("WARNING: No AMD GPUs specified\n") == ([], None)
+    assert parse_rocm_smi("WARNING: No AMD GPUs specified\n") == ([], None)
 
 
 # ------------------------------------------------------------------------------ /proc/cpuinfo
@@ -225,9 +238,9 @@ model name\t: Intel(R) Xeon(R) 6980P
 
 
 def test_cpuinfo_model_name():
-    assert gf.parse_cpu_model(CPUINFO) == "Intel(R) Xeon(R) 6980P"
+    assert parse_cpu_model(CPUINFO) == "Intel(R) Xeon(R) 6980P"
     arm = "processor\t: 0\nBogoMIPS\t: 2000.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd4f\n"
-    assert gf.parse_cpu_model(arm) is None and gf.parse_cpu_model(None) is None
+    assert parse_cpu_model(arm) is None and parse_cpu_model(None) is None
 
 
 # ------------------------------------------------------------------------------ mapping table
@@ -272,12 +285,12 @@ NVIDIA_TABLE = [
 
 @pytest.mark.parametrize("name,count,mib,expected", NVIDIA_TABLE)
 def test_nvidia_mapping(name, count, mib, expected):
-    assert gf.map_nvidia(name, count, mib)[0] == expected
+    assert map_nvidia(name, count, mib)[0] == expected
 
 
 def test_nvidia_rules_before_their_look_alikes():
     """Even without word boundaries the specific names come first in the rule list."""
-    order = [pattern for pattern, _, _ in gf.NVIDIA_RULES]
+    order = [pattern for pattern, _, _ in NVIDIA_RULES]
     for first, later in [(r"\bGB300\b", r"\bB300\b"), (r"\bGB200\b", r"\bB200\b"),
                          (r"\bH200\b", r"\bH100\b")]:
         assert order.index(first) < order.index(later)
@@ -307,7 +320,7 @@ AMD_TABLE = [
 
 @pytest.mark.parametrize("name,device,gfx,expected", AMD_TABLE)
 def test_amd_mapping(name, device, gfx, expected):
-    assert gf.map_amd(name, device, gfx) == expected
+    assert map_amd(name, device, gfx) == expected
 
 
 CPU_TABLE = [
@@ -337,7 +350,7 @@ CPU_TABLE = [
 
 @pytest.mark.parametrize("model,expected", CPU_TABLE)
 def test_cpu_mapping(model, expected):
-    assert gf.map_cpu(model) == expected
+    assert map_cpu(model) == expected
 
 
 UNDETECTABLE = {"trillium", "ironwood", "arc_pro_b60", "arc_pro_b70", "ascend_950pr"}
@@ -346,12 +359,12 @@ UNDETECTABLE = {"trillium", "ironwood", "arc_pro_b60", "arc_pro_b70", "ascend_95
 def test_every_gpu_and_cpu_id_is_detectable():
     covered = ({row[-1] for row in NVIDIA_TABLE} | {row[-1] for row in AMD_TABLE}
                | {row[-1] for row in CPU_TABLE}) - {None}
-    assert covered == set(gf.HARDWARE_IDS) - UNDETECTABLE
+    assert covered == set(HARDWARE_IDS) - UNDETECTABLE
 
 
 # ------------------------------------------------------------------------------ detection errors
 
-ALL_IDS = ", ".join(gf.HARDWARE_IDS)
+ALL_IDS = ", ".join(HARDWARE_IDS)
 
 
 def nvidia_facts(name, count, mib=81920):
@@ -361,8 +374,8 @@ def nvidia_facts(name, count, mib=81920):
 
 
 def test_unknown_gpu_message():
-    with pytest.raises(gf.HardwareError) as err:
-        gf.detect_hardware(nvidia_facts("NVIDIA A100-SXM4-80GB", 8))
+    with pytest.raises(HardwareError) as err:
+        detect_hardware(nvidia_facts("NVIDIA A100-SXM4-80GB", 8))
     assert str(err.value) == ("unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host: set "
                               "vllm_fleet_hardware to one of: " + ALL_IDS)
     assert str(err.value).startswith("unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host: "
@@ -370,50 +383,50 @@ def test_unknown_gpu_message():
 
 
 def test_unknown_count_and_small_variant_say_why():
-    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'NVIDIA GeForce RTX 4090' x1 on this host "
+    with pytest.raises(HardwareError, match=r"^unknown GPU 'NVIDIA GeForce RTX 4090' x1 on this host "
                                                r"\(taxonomy profiles for this GPU: rtx_4090_2x = x2\): "
                                                r"set vllm_fleet_hardware to one of: h100,"):
-        gf.detect_hardware(nvidia_facts("NVIDIA GeForce RTX 4090", 1, 24564))
-    with pytest.raises(gf.HardwareError, match=r"x4 on this host \(taxonomy profiles for this GPU: "
+        detect_hardware(nvidia_facts("NVIDIA GeForce RTX 4090", 1, 24564))
+    with pytest.raises(HardwareError, match=r"x4 on this host \(taxonomy profiles for this GPU: "
                                                r"rtx_pro_6000 = x1, rtx_pro_6000_2x = x2, rtx_pro_6000_8x = x8\)"):
-        gf.detect_hardware(nvidia_facts("NVIDIA RTX PRO 6000 Blackwell Server Edition", 4, 97887))
-    with pytest.raises(gf.HardwareError, match=r"\(48935 MiB per GPU: a smaller variant than "
+        detect_hardware(nvidia_facts("NVIDIA RTX PRO 6000 Blackwell Server Edition", 4, 97887))
+    with pytest.raises(HardwareError, match=r"\(48935 MiB per GPU: a smaller variant than "
                                                r"rtx_pro_5000, rtx_pro_5000_4x\)"):
-        gf.detect_hardware(nvidia_facts("NVIDIA RTX PRO 5000 Blackwell", 1, 48935))
+        detect_hardware(nvidia_facts("NVIDIA RTX PRO 5000 Blackwell", 1, 48935))
 
 
 def test_mixed_gpus_fail_and_one_model_counts_together():
     facts = nvidia_facts("NVIDIA H100 80GB HBM3", 4)
     facts["names"] += ["NVIDIA H200"] * 4
     facts["memory_mib"] += [143771] * 4
-    with pytest.raises(gf.HardwareError, match=r"^mixed GPUs on this host \('NVIDIA H100 80GB HBM3' x4, "
+    with pytest.raises(HardwareError, match=r"^mixed GPUs on this host \('NVIDIA H100 80GB HBM3' x4, "
                                                r"'NVIDIA H200' x4\): set vllm_fleet_hardware"):
-        gf.detect_hardware(facts)
+        detect_hardware(facts)
     facts = nvidia_facts("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 1, 97887)
     facts["names"].append("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition")
     facts["memory_mib"].append(97887)
     # two different names, each x1 -> rtx_pro_6000 both: the same id, not "mixed"
-    assert gf.detect_hardware(facts) == "rtx_pro_6000"
+    assert detect_hardware(facts) == "rtx_pro_6000"
 
 
 def test_unknown_amd_gpu():
     facts = gf.empty_facts()
     facts.update(brand="amd", names=["AMD Instinct MI300A"] * 4, count=4, device_id="0x74a0",
                  gfx_target="gfx942")
-    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'AMD Instinct MI300A' x4 on this host: "):
-        gf.detect_hardware(facts)
+    with pytest.raises(HardwareError, match=r"^unknown GPU 'AMD Instinct MI300A' x4 on this host: "):
+        detect_hardware(facts)
     facts.update(names=[""] * 2, count=2)
-    with pytest.raises(gf.HardwareError, match=r"^unknown GPU 'unnamed AMD GPU 0x74a0' x2"):
-        gf.detect_hardware(facts)
+    with pytest.raises(HardwareError, match=r"^unknown GPU 'unnamed AMD GPU 0x74a0' x2"):
+        detect_hardware(facts)
 
 
 def test_cpu_hosts():
     facts = gf.empty_facts()
     facts.update(brand="cpu", cpu_model="INTEL(R) XEON(R) PLATINUM 8592+")
-    assert gf.detect_hardware(facts) == "xeon5"
+    assert detect_hardware(facts) == "xeon5"
     facts["cpu_model"] = "AMD EPYC 9654 96-Core Processor"
-    assert gf.detect_hardware(facts) is None
-    facts, warnings = gf.resolve(facts)
+    assert detect_hardware(facts) is None
+    facts, warnings = resolve(facts)
     assert (facts["brand"], facts["hardware"], facts["detected"], warnings) == ("cpu", None, False, [])
 
 
@@ -463,11 +476,11 @@ TOPO_2_NODE = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
 def test_probe_nvidia():
     query = ("0, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:01:00.0\n"
              "1, NVIDIA RTX PRO 6000 Blackwell Workstation Edition, 97887, 580.82.07, 00000000:C1:00.0\n")
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, query, ""), (): (0, TABLE, ""),
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): (0, query, ""), (): (0, TABLE, ""),
                                 ("topo", "-m"): (0, TOPO_2_NODE, "")}},
                 {"/proc/cpuinfo": CPUINFO, "/sys/devices/system/node/node0/cpulist": "0-3\n"},
                 {"/sys/devices/system/node": ["possible", "node0", "online", "has_cpu"]})
-    facts, warnings = gf.resolve(host.probe())
+    facts, warnings = resolve(host.probe())
     assert warnings == []
     assert host.calls == [["/usr/bin/nvidia-smi", "--query-gpu=index,name,memory.total,driver_version,pci.bus_id",
                            "--format=csv,noheader,nounits"], ["/usr/bin/nvidia-smi"],
@@ -485,21 +498,21 @@ def test_probe_nvidia():
 
 
 def test_probe_nvidia_cuda_from_q_when_the_table_has_none():
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, "garbled\n", ""),
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, "garbled\n", ""),
                                 ("-q",): (0, fixture("nvidia-smi-q-535-h100.txt"), "")}})
     facts = host.probe()
     assert facts["cuda_version"] == "12.2" and facts["driver_version"] == "550.90.07"
-    assert facts["cpu_model"] is None and gf.resolve(facts)[0]["hardware"] == "h100"
+    assert facts["cpu_model"] is None and resolve(facts)[0]["hardware"] == "h100"
 
 
 def test_probe_falls_through_a_dead_nvidia_smi_to_amd_smi():
     version = json.dumps([{"tool": "AMDSMI Tool", "rocm_version": "6.4.0", "amdgpu_version": "6.12.12"}])
     host = Host({
-        "nvidia-smi": {tuple(gf.NVIDIA_QUERY): NO_DRIVER},
-        "amd-smi": {tuple(gf.AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
-                    tuple(gf.AMD_SMI_VERSION): (0, version, "")},
+        "nvidia-smi": {tuple(NVIDIA_QUERY): NO_DRIVER},
+        "amd-smi": {tuple(AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
+                    tuple(AMD_SMI_VERSION): (0, version, "")},
     })
-    facts, _ = gf.resolve(host.probe())
+    facts, _ = resolve(host.probe())
     assert (facts["brand"], facts["hardware"], facts["count"], facts["source"]) == ("amd", "mi300x", 2, "amd-smi")
     assert (facts["gfx_target"], facts["device_id"], facts["rocm_version"], facts["driver_version"]) == \
         ("gfx942", "0x74a1", "6.4.0", "6.10.5")
@@ -510,25 +523,25 @@ def test_probe_falls_through_a_dead_nvidia_smi_to_amd_smi():
 
 def test_probe_amd_smi_retries_with_fewer_sections():
     host = Host({"amd-smi": {
-        tuple(gf.AMD_SMI_STATIC[0]): (2, "", "amd-smi: error: unrecognized arguments: --bus\n"),
-        tuple(gf.AMD_SMI_STATIC[1]): (255, "", "AmdSmiLibraryException: Error code:\n"
+        tuple(AMD_SMI_STATIC[0]): (2, "", "amd-smi: error: unrecognized arguments: --bus\n"),
+        tuple(AMD_SMI_STATIC[1]): (255, "", "AmdSmiLibraryException: Error code:\n"
                                                "\t2 | AMDSMI_STATUS_NOT_SUPPORTED\n"),
-        tuple(gf.AMD_SMI_STATIC[2]): (0, fixture("amd-smi-static-mi300x-vf-rocm61.json"), ""),
-        tuple(gf.AMD_SMI_VERSION): (0, "AMDSMI Tool: 24.5.1 | AMDSMI Library version: 24.5.1\n", ""),
-    }}, {gf.ROCM_VERSION_FILE: "6.1.2-119\n"})
-    facts, _ = gf.resolve(host.probe())
+        tuple(AMD_SMI_STATIC[2]): (0, fixture("amd-smi-static-mi300x-vf-rocm61.json"), ""),
+        tuple(AMD_SMI_VERSION): (0, "AMDSMI Tool: 24.5.1 | AMDSMI Library version: 24.5.1\n", ""),
+    }}, {ROCM_VERSION_FILE: "6.1.2-119\n"})
+    facts, _ = resolve(host.probe())
     assert facts["hardware"] == "mi300x" and facts["device_id"] == "0x74b5"
     # 3 static variants and version; then topology, list -e and list (all unanswered: no keys)
-    assert [c[1:] for c in host.calls[4:]] == [gf.AMD_SMI_TOPOLOGY, gf.AMD_SMI_LIST_ENUM, gf.AMD_SMI_LIST]
+    assert [c[1:] for c in host.calls[4:]] == [AMD_SMI_TOPOLOGY, AMD_SMI_LIST_ENUM, AMD_SMI_LIST]
     assert "topology" not in facts and "render_nodes" not in facts
     assert facts["rocm_version"] == "6.1.2"  # amd-smi did not say: /opt/rocm/.info/version
 
 
 def test_probe_amd_smi_without_gpu_does_not_retry():
-    host = Host({"amd-smi": {tuple(gf.AMD_SMI_STATIC[0]): (
+    host = Host({"amd-smi": {tuple(AMD_SMI_STATIC[0]): (
         1, "", "AMD-SMI: Unable to detect any GPU devices, check amdgpu version and module status\n")}},
         {"/proc/cpuinfo": CPUINFO})
-    facts, _ = gf.resolve(host.probe())
+    facts, _ = resolve(host.probe())
     assert len(host.calls) == 1
     assert (facts["brand"], facts["hardware"], facts["detected"], facts["source"]) == \
         ("cpu", "xeon6", True, "/proc/cpuinfo")
@@ -539,21 +552,21 @@ def test_probe_amd_smi_without_gpu_does_not_retry():
 
 
 def test_probe_rocm_smi():
-    host = Host({"rocm-smi": {tuple(gf.ROCM_SMI_QUERY[0]): (0, fixture("rocm-smi-mi325x.json"), "")}},
-                {gf.ROCM_VERSION_FILE: "6.3.1-48\n"})
-    facts, _ = gf.resolve(host.probe())
+    host = Host({"rocm-smi": {tuple(ROCM_SMI_QUERY[0]): (0, fixture("rocm-smi-mi325x.json"), "")}},
+                {ROCM_VERSION_FILE: "6.3.1-48\n"})
+    facts, _ = resolve(host.probe())
     assert (facts["hardware"], facts["count"], facts["source"], facts["driver_version"], facts["rocm_version"]) == \
         ("mi325x", 2, "rocm-smi", "6.10.5", "6.3.1")
 
 
 def test_probe_rocm_smi_retries_but_not_without_gpus():
     host = Host({"rocm-smi": {
-        tuple(gf.ROCM_SMI_QUERY[0]): (2, "rocm-smi: error: unrecognized arguments: --showid\n", ""),
-        tuple(gf.ROCM_SMI_QUERY[1]): (0, fixture("rocm-smi-mi325x.json"), ""),
+        tuple(ROCM_SMI_QUERY[0]): (2, "rocm-smi: error: unrecognized arguments: --showid\n", ""),
+        tuple(ROCM_SMI_QUERY[1]): (0, fixture("rocm-smi-mi325x.json"), ""),
     }})
-    assert gf.resolve(host.probe())[0]["hardware"] == "mi325x" and len(host.calls) == 2
+    assert resolve(host.probe())[0]["hardware"] == "mi325x" and len(host.calls) == 2
     banner = "=" * 40 + " ROCm System Management Interface " + "=" * 40
-    host = Host({"rocm-smi": {tuple(gf.ROCM_SMI_QUERY[0]): (
+    host = Host({"rocm-smi": {tuple(ROCM_SMI_QUERY[0]): (
         1, "\n\n%s\nWARNING: No AMD GPUs specified\n%s\n" % (banner, "=" * 40), "")}})
     facts = host.probe()
     assert len(host.calls) == 1 and facts["brand"] == "none"
@@ -561,41 +574,41 @@ def test_probe_rocm_smi_retries_but_not_without_gpus():
 
 
 def test_probe_nothing_at_all():
-    facts, warnings = gf.resolve(Host().probe())
+    facts, warnings = resolve(Host().probe())
     assert (facts["brand"], facts["hardware"], facts["count"], facts["source"]) == ("none", None, 0, None)
     assert facts["total_memory_gib"] is None and warnings == []
 
 
 def test_require_gpu():
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): NO_DRIVER}}, {"/proc/cpuinfo": CPUINFO})
-    with pytest.raises(gf.HardwareError, match=r"^no NVIDIA or AMD GPU found on this host \(require_gpu is set\): "
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): NO_DRIVER}}, {"/proc/cpuinfo": CPUINFO})
+    with pytest.raises(HardwareError, match=r"^no NVIDIA or AMD GPU found on this host \(require_gpu is set\): "
                                                r"nvidia-smi \(/usr/bin/nvidia-smi\): no GPU \(rc=9\)"):
-        gf.resolve(host.probe(), require_gpu=True)
-    with pytest.raises(gf.HardwareError):  # an explicit id does not stand in for a GPU
-        gf.resolve(host.probe(), hardware="h100", require_gpu=True)
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
-    assert gf.resolve(host.probe(), require_gpu=True)[0]["hardware"] == "h100"
+        resolve(host.probe(), require_gpu=True)
+    with pytest.raises(HardwareError):  # an explicit id does not stand in for a GPU
+        resolve(host.probe(), hardware="h100", require_gpu=True)
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
+    assert resolve(host.probe(), require_gpu=True)[0]["hardware"] == "h100"
 
 
 def test_explicit_hardware_never_guesses_or_fails():
     a100 = "".join(f"{i}, NVIDIA A100-SXM4-80GB, 81920, 550.90.07, 00000000:0{i}:00.0\n" for i in range(8))
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, a100, ""), (): (0, TABLE, "")}})
-    with pytest.raises(gf.HardwareError, match="unknown GPU 'NVIDIA A100-SXM4-80GB' x8"):
-        gf.resolve(host.probe())
-    facts, warnings = gf.resolve(host.probe(), hardware="h100")
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): (0, a100, ""), (): (0, TABLE, "")}})
+    with pytest.raises(HardwareError, match="unknown GPU 'NVIDIA A100-SXM4-80GB' x8"):
+        resolve(host.probe())
+    facts, warnings = resolve(host.probe(), hardware="h100")
     assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h100", False, None)
     assert warnings == ["using hardware 'h100' as given; the probe could not map this host: "
                         "unknown GPU 'NVIDIA A100-SXM4-80GB' x8 on this host"]
 
 
 def test_explicit_hardware_that_disagrees_or_is_not_builtin_warns():
-    host = Host({"nvidia-smi": {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
-    facts, warnings = gf.resolve(host.probe(), hardware="h200")
+    host = Host({"nvidia-smi": {tuple(NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}})
+    facts, warnings = resolve(host.probe(), hardware="h200")
     assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h200", False, "h100")
     assert warnings == ["hardware is set to 'h200' but this host looks like 'h100' (8 x NVIDIA H100 80GB HBM3)"]
-    facts, warnings = gf.resolve(host.probe(), hardware="h100")
+    facts, warnings = resolve(host.probe(), hardware="h100")
     assert warnings == [] and facts["hardware"] == "h100" and facts["detected"] is False
-    facts, warnings = gf.resolve(Host().probe(), hardware="my_private_box")
+    facts, warnings = resolve(Host().probe(), hardware="my_private_box")
     assert facts["hardware"] == "my_private_box" and "not a built-in taxonomy id" in warnings[0]
 
 
@@ -623,9 +636,9 @@ def test_nvidia_topo_pcie_box_with_nvlink_bridges_nics_and_ansi_header():
     columns, the empty cell before GPU NUMA ID, the NIC legend."""
     text = fixture("nvidia-smi-topo-m-550-pcie-nvlink-pairs.txt")
     assert "\x1b[4m" in text and "NIC1\t" in text
-    assert gf.parse_nvidia_topo(text) == {"links": PAIRS_LINKS, "numa": HALVES}
+    assert parse_nvidia_topo(text) == {"links": PAIRS_LINKS, "numa": HALVES}
     # the same matrix copied without tabs (whitespace between the cells) reads the same
-    assert gf.parse_nvidia_topo(text.replace("\t", "  ")) == {"links": PAIRS_LINKS, "numa": HALVES}
+    assert parse_nvidia_topo(text.replace("\t", "  ")) == {"links": PAIRS_LINKS, "numa": HALVES}
 
 
 def test_nvidia_topo_old_driver_without_numa_column_and_soc():
@@ -633,10 +646,10 @@ def test_nvidia_topo_old_driver_without_numa_column_and_soc():
     old = ("\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tPHB\tSOC\t0-11\nGPU1\tPHB\t X \tSOC\t0-11\n"
            "GPU2\tSOC\tSOC\t X \t12-23\n\nLegend:\n\n  X   = Self\n  SOC  = Connection traversing PCIe as well "
            "as the SMP link between CPU sockets(e.g. QPI)\n")
-    assert gf.parse_nvidia_topo(old) == {"links": [["X", "PHB", "SYS"], ["PHB", "X", "SYS"], ["SYS", "SYS", "X"]],
+    assert parse_nvidia_topo(old) == {"links": [["X", "PHB", "SYS"], ["PHB", "X", "SYS"], ["SYS", "SYS", "X"]],
                                          "numa": [None, None, None]}
     one = "\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-23\tN/A\t\tN/A\n"
-    assert gf.parse_nvidia_topo(one) == {"links": [["X"]], "numa": [None]}
+    assert parse_nvidia_topo(one) == {"links": [["X"]], "numa": [None]}
 
 
 @pytest.mark.parametrize("profile,env,links,numa", [
@@ -648,19 +661,19 @@ def test_nvidia_topo_old_driver_without_numa_column_and_soc():
      [0, 0, 1, 1]),
 ])
 def test_the_fake_nvidia_smi_topology_parses(profile, env, links, numa):
-    assert gf.parse_nvidia_topo(_run_fake("nvidia-smi", profile, gf.NVIDIA_TOPO, **env)) == \
+    assert parse_nvidia_topo(_run_fake("nvidia-smi", profile, NVIDIA_TOPO, **env)) == \
         {"links": links, "numa": numa}
 
 
 def test_the_fake_reads_the_topology_knob_from_the_profile_file(tmp_path):
     profile = tmp_path / "vllm-fleet-fake-gpu"
     profile.write_text("h200x8 topology=pairs\n")
-    out = _run_fake("nvidia-smi", "", gf.NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile), FAKE_GPU_TOPOLOGY="")
-    assert gf.parse_nvidia_topo(out)["links"] == PAIRS_LINKS
+    out = _run_fake("nvidia-smi", "", NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile), FAKE_GPU_TOPOLOGY="")
+    assert parse_nvidia_topo(out)["links"] == PAIRS_LINKS
     # the environment wins over the file
-    out = _run_fake("nvidia-smi", "", gf.NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile),
+    out = _run_fake("nvidia-smi", "", NVIDIA_TOPO, FAKE_GPU_PROFILE_FILE=str(profile),
                     FAKE_GPU_TOPOLOGY="nvswitch")
-    assert gf.parse_nvidia_topo(out)["links"][0] == ["X"] + ["NV18"] * 7
+    assert parse_nvidia_topo(out)["links"][0] == ["X"] + ["NV18"] * 7
     bad = subprocess.run([sys.executable, str(FAKES / "nvidia-smi"), "topo", "-m"], capture_output=True, text=True,
                          env=dict(os.environ, FAKE_GPU_PROFILE="h200x8", FAKE_GPU_TOPOLOGY="ring"))
     assert bad.returncode == 2 and "unknown topology 'ring'" in bad.stderr
@@ -678,12 +691,12 @@ def test_the_fake_reads_the_topology_knob_from_the_profile_file(tmp_path):
     "\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV4\t0-7\nGPU0\tNV4\t X \t0-7\n",  # a row twice
 ])
 def test_nvidia_topo_that_is_not_a_complete_matrix_gives_none(text):
-    assert gf.parse_nvidia_topo(text) is None
+    assert parse_nvidia_topo(text) is None
 
 
 def test_amd_smi_topology_rocm62_links():
     """4 x MI210, Infinity Fabric Link bridges between 0-1 and 2-3, PCIe otherwise."""
-    topology = gf.parse_amd_smi_topology(fixture("amd-smi-topology-mi210x4-rocm62.json"))
+    topology = parse_amd_smi_topology(fixture("amd-smi-topology-mi210x4-rocm62.json"))
     assert topology == {"links": [["X", "XGMI", "PCIE", "PCIE"], ["XGMI", "X", "PCIE", "PCIE"],
                                   ["PCIE", "PCIE", "X", "XGMI"], ["PCIE", "PCIE", "XGMI", "X"]],
                         "numa": [None] * 4}
@@ -695,16 +708,16 @@ def test_amd_smi_topology_rocm61_tables_and_unknown_links():
             "link_type": {"gpu_0": "SELF", "gpu_1": "XGMI"}},
            {"gpu": 1, "bdf": "0000:22:00.0", "weight": {"gpu_0": 15, "gpu_1": 0},
             "link_type": {"gpu_0": "N/A", "gpu_1": "SELF"}}]
-    assert gf.parse_amd_smi_topology(json.dumps(doc))["links"] == [["X", "XGMI"], ["UNKNOWN", "X"]]
+    assert parse_amd_smi_topology(json.dumps(doc))["links"] == [["X", "XGMI"], ["UNKNOWN", "X"]]
 
 
 @pytest.mark.parametrize("profile", ["mi300x8", "mi355x8"])
 def test_the_fake_amd_smi_topology_parses_in_both_layouts(profile):
-    out = _run_fake("amd-smi", profile, gf.AMD_SMI_TOPOLOGY)
+    out = _run_fake("amd-smi", profile, AMD_SMI_TOPOLOGY)
     assert out.lstrip().startswith("{" if profile == "mi355x8" else "[")
-    assert gf.parse_amd_smi_topology(out) == {
+    assert parse_amd_smi_topology(out) == {
         "links": [["X" if i == j else "XGMI" for j in range(8)] for i in range(8)], "numa": [None] * 8}
-    assert gf.parse_amd_smi_numa(_run_fake("amd-smi", profile, gf.AMD_SMI_NUMA)) == dict(enumerate(HALVES))
+    assert parse_amd_smi_numa(_run_fake("amd-smi", profile, AMD_SMI_NUMA)) == dict(enumerate(HALVES))
 
 
 @pytest.mark.parametrize("doc", [
@@ -719,7 +732,7 @@ def test_the_fake_amd_smi_topology_parses_in_both_layouts(profile):
     [{"gpu": 1, "links": [{"gpu": 1, "link_type": "SELF"}]}],                                  # not from 0
 ])
 def test_amd_smi_topology_that_is_not_a_complete_matrix_gives_none(doc):
-    assert gf.parse_amd_smi_topology(doc if isinstance(doc, str) else json.dumps(doc)) is None
+    assert parse_amd_smi_topology(doc if isinstance(doc, str) else json.dumps(doc)) is None
 
 
 def test_amd_smi_numa_prefers_the_affinity():
@@ -727,7 +740,7 @@ def test_amd_smi_numa_prefers_the_affinity():
                         {"gpu": 1, "numa": {"node": 1, "affinity": "N/A"}},
                         {"gpu": 2, "numa": {"node": "N/A", "affinity": -1}},
                         {"gpu": 3, "numa": "N/A"}]}
-    assert gf.parse_amd_smi_numa(json.dumps(doc)) == {0: 1, 1: 1, 2: None, 3: None}
+    assert parse_amd_smi_numa(json.dumps(doc)) == {0: 1, 1: 1, 2: None, 3: None}
 
 
 # ------------------------------------------------------------------------------ AMD render nodes
@@ -738,15 +751,15 @@ def test_amd_smi_list_enumeration_and_plain():
              "render": "renderD128", "card": "card0", "hsa_id": 2, "hip_id": 0, "hip_uuid": "GPU-x"},
             {"gpu": 1, "bdf": "0000:0c:00.1", "uuid": "y", "kfd_id": 48116, "node_id": 3, "partition_id": 1,
              "render": "N/A", "card": "N/A", "hsa_id": 3, "hip_id": 1, "hip_uuid": "GPU-y"}]
-    assert gf.parse_amd_smi_list(json.dumps({"gpu_data": enum})) == {
+    assert parse_amd_smi_list(json.dumps({"gpu_data": enum})) == {
         0: {"render": "/dev/dri/renderD128", "node_id": 2}, 1: {"render": None, "node_id": 3}}
     plain = [{k: v for k, v in e.items() if k in ("gpu", "bdf", "uuid", "kfd_id", "node_id", "partition_id")}
              for e in enum]
-    assert gf.parse_amd_smi_list(json.dumps(plain)) == {0: {"render": None, "node_id": 2},
+    assert parse_amd_smi_list(json.dumps(plain)) == {0: {"render": None, "node_id": 2},
                                                        1: {"render": None, "node_id": 3}}
-    assert gf.parse_amd_smi_list('[{"gpu": 0, "render": 129}, {"gpu": 1, "render": "/dev/dri/renderD130"}]') == {
+    assert parse_amd_smi_list('[{"gpu": 0, "render": 129}, {"gpu": 1, "render": "/dev/dri/renderD130"}]') == {
         0: {"render": "/dev/dri/renderD129", "node_id": None}, 1: {"render": "/dev/dri/renderD130", "node_id": None}}
-    assert gf.parse_amd_smi_list("") == {} and gf.parse_amd_smi_list("amd-smi: error") == {}
+    assert parse_amd_smi_list("") == {} and parse_amd_smi_list("amd-smi: error") == {}
 
 
 KFD_GPU_NODE = """cpu_cores_count 0
@@ -779,18 +792,18 @@ num_sdma_engines 2
 
 
 def test_kfd_render_minor():
-    assert gf.parse_kfd_render_minor(KFD_GPU_NODE) == 130
+    assert parse_kfd_render_minor(KFD_GPU_NODE) == 130
     cpu_node = KFD_GPU_NODE.replace("drm_render_minor 130", "drm_render_minor 0")
-    assert gf.parse_kfd_render_minor(cpu_node) is None
-    assert gf.parse_kfd_render_minor(None) is None and gf.parse_kfd_render_minor("garbage") is None
+    assert parse_kfd_render_minor(cpu_node) is None
+    assert parse_kfd_render_minor(None) is None and parse_kfd_render_minor("garbage") is None
 
 
 AMD_VERSION_JSON = json.dumps([{"tool": "AMDSMI Tool", "rocm_version": "6.4.0", "amdgpu_version": "6.12.12"}])
 
 
 def _amd_host(extra, files=None):
-    tools = {tuple(gf.AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
-             tuple(gf.AMD_SMI_VERSION): (0, AMD_VERSION_JSON, "")}
+    tools = {tuple(AMD_SMI_STATIC[0]): (0, fixture("amd-smi-static-mi300x-rocm6.json"), ""),
+             tuple(AMD_SMI_VERSION): (0, AMD_VERSION_JSON, "")}
     tools.update(extra)
     return Host({"amd-smi": tools}, files)
 
@@ -804,69 +817,69 @@ def test_probe_amd_render_nodes_from_list_e_and_topology_with_numa():
     topo = json.dumps([{"gpu": i, "links": [{"gpu": j, "link_type": "SELF" if i == j else "XGMI"} for j in range(2)]}
                        for i in range(2)])
     numa = json.dumps([{"gpu": 0, "numa": {"node": 0, "affinity": 0}}, {"gpu": 1, "numa": {"node": 1, "affinity": 1}}])
-    host = _amd_host({tuple(gf.AMD_SMI_TOPOLOGY): (0, topo, ""), tuple(gf.AMD_SMI_NUMA): (0, numa, ""),
-                      tuple(gf.AMD_SMI_LIST_ENUM): (0, enum, "")})
-    facts, _ = gf.resolve(host.probe())
+    host = _amd_host({tuple(AMD_SMI_TOPOLOGY): (0, topo, ""), tuple(AMD_SMI_NUMA): (0, numa, ""),
+                      tuple(AMD_SMI_LIST_ENUM): (0, enum, "")})
+    facts, _ = resolve(host.probe())
     assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
     assert facts["topology"] == {"links": [["X", "XGMI"], ["XGMI", "X"]], "numa": [0, 1]}
-    assert [c[1:] for c in host.calls[2:]] == [gf.AMD_SMI_TOPOLOGY, gf.AMD_SMI_NUMA, gf.AMD_SMI_LIST_ENUM]
+    assert [c[1:] for c in host.calls[2:]] == [AMD_SMI_TOPOLOGY, AMD_SMI_NUMA, AMD_SMI_LIST_ENUM]
 
 
 def test_probe_amd_render_nodes_from_the_kfd_topology_before_rocm_64():
     refused = (2, "", "amd-smi: error: unrecognized arguments: -e\n")
-    files = {gf.KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE.replace("130", "128"),
-             gf.KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")}
-    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): refused, tuple(gf.AMD_SMI_LIST): (0, LIST_PLAIN, "")}, files)
-    facts, _ = gf.resolve(host.probe())
+    files = {KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE.replace("130", "128"),
+             KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")}
+    host = _amd_host({tuple(AMD_SMI_LIST_ENUM): refused, tuple(AMD_SMI_LIST): (0, LIST_PLAIN, "")}, files)
+    facts, _ = resolve(host.probe())
     assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
     assert "topology" not in facts  # `amd-smi topology` did not answer: no key, no error
     # one GPU's node unreadable: no render nodes at all (never a partial map)
-    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): refused, tuple(gf.AMD_SMI_LIST): (0, LIST_PLAIN, "")},
-                     {gf.KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE})
-    assert "render_nodes" not in gf.resolve(host.probe())[0]
+    host = _amd_host({tuple(AMD_SMI_LIST_ENUM): refused, tuple(AMD_SMI_LIST): (0, LIST_PLAIN, "")},
+                     {KFD_NODE_PROPERTIES % 2: KFD_GPU_NODE})
+    assert "render_nodes" not in resolve(host.probe())[0]
     # two GPUs on one render node (partitions of amd-smi 25.3 in CPX mode): not a per-GPU map
     same = json.dumps([dict(e, render="renderD128") for e in json.loads(LIST_PLAIN)])
-    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): (0, same, "")})
-    assert "render_nodes" not in gf.resolve(host.probe())[0]
+    host = _amd_host({tuple(AMD_SMI_LIST_ENUM): (0, same, "")})
+    assert "render_nodes" not in resolve(host.probe())[0]
 
 
 def test_probe_amd_fills_a_missing_render_from_the_kfd_topology():
     """`list -e` answers N/A for one GPU: the KFD node of that GPU fills it in."""
     enum = json.loads(LIST_PLAIN)
     enum[0]["render"], enum[1]["render"] = "renderD128", "N/A"
-    host = _amd_host({tuple(gf.AMD_SMI_LIST_ENUM): (0, json.dumps(enum), "")},
-                     {gf.KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")})
-    facts, _ = gf.resolve(host.probe())
+    host = _amd_host({tuple(AMD_SMI_LIST_ENUM): (0, json.dumps(enum), "")},
+                     {KFD_NODE_PROPERTIES % 3: KFD_GPU_NODE.replace("130", "129")})
+    facts, _ = resolve(host.probe())
     assert facts["render_nodes"] == ["/dev/dri/renderD128", "/dev/dri/renderD129"]
-    assert gf.AMD_SMI_LIST not in [c[1:] for c in host.calls]
+    assert AMD_SMI_LIST not in [c[1:] for c in host.calls]
 
 
 def test_the_fake_amd_smi_list_e_maps_render_nodes_and_older_releases_refuse_it():
     for profile in ("mi300x8", "mi355x8"):
-        listed = gf.parse_amd_smi_list(_run_fake("amd-smi", profile, gf.AMD_SMI_LIST_ENUM))
+        listed = parse_amd_smi_list(_run_fake("amd-smi", profile, AMD_SMI_LIST_ENUM))
         assert [listed[i]["render"] for i in range(8)] == ["/dev/dri/renderD%d" % (128 + i) for i in range(8)]
-    old = subprocess.run([sys.executable, str(FAKES / "amd-smi")] + gf.AMD_SMI_LIST_ENUM, capture_output=True,
+    old = subprocess.run([sys.executable, str(FAKES / "amd-smi")] + AMD_SMI_LIST_ENUM, capture_output=True,
                          text=True, env=dict(os.environ, FAKE_GPU_PROFILE="mi300x8", FAKE_ROCM_VERSION="6.3.1"))
     assert old.returncode == 2 and "unrecognized arguments: -e" in old.stderr
-    plain = gf.parse_amd_smi_list(_run_fake("amd-smi", "mi300x8", gf.AMD_SMI_LIST, FAKE_ROCM_VERSION="6.3.1"))
+    plain = parse_amd_smi_list(_run_fake("amd-smi", "mi300x8", AMD_SMI_LIST, FAKE_ROCM_VERSION="6.3.1"))
     assert plain[7] == {"render": None, "node_id": 9}
 
 
 def test_probe_nvidia_topology_that_does_not_fit_is_left_out():
-    base = {tuple(gf.NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}
+    base = {tuple(NVIDIA_QUERY): (0, H100_QUERY, ""), (): (0, TABLE, "")}
     for answer in (NO_DRIVER, (0, TOPO_2_NODE, ""), (0, "garbled\n", "")):   # fails, 2 GPUs of 8, unreadable
         tools = dict(base)
-        tools[tuple(gf.NVIDIA_TOPO)] = answer
-        facts, _ = gf.resolve(Host({"nvidia-smi": tools}).probe())
+        tools[tuple(NVIDIA_TOPO)] = answer
+        facts, _ = resolve(Host({"nvidia-smi": tools}).probe())
         assert facts["hardware"] == "h100" and facts["count"] == 8 and "topology" not in facts
 
 
 # ------------------------------------------------------------------------------ CPUs and NUMA nodes
 
 def test_cpulist():
-    assert gf.parse_cpulist("0-47,96-143\n") == list(range(48)) + list(range(96, 144))
-    assert gf.parse_cpulist("3") == [3] and gf.parse_cpulist("\n") == [] and gf.parse_cpulist(None) is None
-    assert gf.parse_cpulist("0-3,x") is None and gf.parse_cpulist("5-2") is None
+    assert parse_cpulist("0-47,96-143\n") == list(range(48)) + list(range(96, 144))
+    assert parse_cpulist("3") == [3] and parse_cpulist("\n") == [] and parse_cpulist(None) is None
+    assert parse_cpulist("0-3,x") is None and parse_cpulist("5-2") is None
 
 
 NODE = "/sys/devices/system/node"
@@ -876,26 +889,26 @@ def test_probe_cpus_two_sockets_restricted_to_the_affinity():
     files = {NODE + "/node0/cpulist": "0-3,8-11\n", NODE + "/node1/cpulist": "4-7,12-15\n",
              NODE + "/node2/cpulist": "\n"}                    # a memory-only node (CXL, HBM)
     dirs = {NODE: ["node1", "node0", "node2", "possible", "online", "has_cpu", "power", "uevent"]}
-    cpus, nodes = gf.probe_cpus(files.get, dirs.get, lambda: set(range(16)))
+    cpus, nodes = probe_cpus(files.get, dirs.get, lambda: set(range(16)))
     assert cpus == list(range(16)) and nodes == {"0": [0, 1, 2, 3, 8, 9, 10, 11], "1": [4, 5, 6, 7, 12, 13, 14, 15]}
     assert list(nodes) == ["0", "1"]
     # a cpuset of 0-5: node 1 keeps what it may use
-    cpus, nodes = gf.probe_cpus(files.get, dirs.get, lambda: {5, 0, 1, 2, 3, 4})
+    cpus, nodes = probe_cpus(files.get, dirs.get, lambda: {5, 0, 1, 2, 3, 4})
     assert cpus == [0, 1, 2, 3, 4, 5] and nodes == {"0": [0, 1, 2, 3], "1": [4, 5]}
     # a cpuset inside node 0 only: node 1 is left out
-    assert gf.probe_cpus(files.get, dirs.get, lambda: {8, 9}) == ([8, 9], {"0": [8, 9]})
+    assert probe_cpus(files.get, dirs.get, lambda: {8, 9}) == ([8, 9], {"0": [8, 9]})
 
 
 def test_probe_cpus_without_numa_sysfs():
-    assert gf.probe_cpus({}.get, {}.get, lambda: range(4)) == ([0, 1, 2, 3], {"0": [0, 1, 2, 3]})
+    assert probe_cpus({}.get, {}.get, lambda: range(4)) == ([0, 1, 2, 3], {"0": [0, 1, 2, 3]})
     unreadable = {NODE: ["node0"]}
-    assert gf.probe_cpus({NODE + "/node0/cpulist": "garbage"}.get, unreadable.get, lambda: {0, 1}) == \
+    assert probe_cpus({NODE + "/node0/cpulist": "garbage"}.get, unreadable.get, lambda: {0, 1}) == \
         ([0, 1], {"0": [0, 1]})
 
 
 def test_probe_reports_cpus_on_cpu_hosts_too():
     files = {"/proc/cpuinfo": CPUINFO, NODE + "/node0/cpulist": "0-1", NODE + "/node1/cpulist": "2-3"}
-    facts, _ = gf.resolve(Host(files=files, dirs={NODE: ["node0", "node1"]}).probe())
+    facts, _ = resolve(Host(files=files, dirs={NODE: ["node0", "node1"]}).probe())
     assert (facts["brand"], facts["hardware"]) == ("cpu", "xeon6")
     assert facts["cpus"] == [0, 1, 2, 3] and facts["numa_nodes"] == {"0": [0, 1], "1": [2, 3]}
     assert "topology" not in facts and "render_nodes" not in facts
@@ -903,7 +916,7 @@ def test_probe_reports_cpus_on_cpu_hosts_too():
 
 def test_the_real_affinity_and_listing():
     """The defaults the module uses on a host: this machine's affinity and sysfs."""
-    cpus, nodes = gf.probe_cpus(gf._read_text, gf._list_dir, gf._affinity)
+    cpus, nodes = probe_cpus(gf._read_text, gf._list_dir, gf._affinity)
     assert cpus == sorted(os.sched_getaffinity(0))
     assert nodes and all(key.isdigit() and cs and set(cs) <= set(cpus) for key, cs in nodes.items())
     if not os.path.isdir("/sys/devices/system/node"):
