@@ -41,13 +41,17 @@ options:
     description: Hosts send on what they hold (false, the controller sends to every host).
     type: bool
     default: true
+  download:
+    description: Where a Hub snapshot is downloaded, C(controller) or C(host) (one host of it, the seed).
+    type: str
+    default: controller
 """
 
 
-def stage_schedule(hostvars, hosts, cache_dir, have=(), relay=True):
+def stage_schedule(hostvars, hosts, cache_dir, have=(), relay=True, download="controller"):
     stages = {h: (hostvars[h].get("vllm_fleet_plan") or {}).get("stage") for h in hosts}
     try:
-        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()), bool(relay))
+        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()), bool(relay), str(download))
     except ValueError as exc:
         raise AnsibleFilterError(f"vllm-fleet staging: {exc}") from None
 

@@ -56,6 +56,17 @@ options:
     description: Downloads tried before the module fails (download).
     type: int
     default: 3
+  endpoint:
+    description:
+      - The Hub endpoint a download uses (a mirror), set as C(HF_ENDPOINT) for huggingface_hub; unset, the
+        environment's C(HF_ENDPOINT) or the Hub (download).
+    type: str
+  record:
+    description:
+      - A download on the host that keeps it (the seed of O(state=download) on a host) records its manifest as a
+        verified copy (with every file's mtime, as O(state=verify) does), so the host counts as holding it.
+    type: bool
+    default: false
   progress:
     description: Seconds between two progress lines of a download on the controller (read by the action plugin).
     type: float
@@ -126,6 +137,7 @@ commit:
 """
 
 import os
+import sys
 import tempfile
 import time
 
@@ -152,10 +164,12 @@ def _write(path: str, text: str, mode: int = 0o644) -> bool:
 
 
 def _download(module: AnsibleModule, p: dict):
+    if p["endpoint"]:
+        os.environ["HF_ENDPOINT"] = p["endpoint"]      # read when huggingface_hub is imported, below
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
-        module.fail_json(msg="vllm_fleet_model_source hub: the controller's Python lacks huggingface_hub "
+        module.fail_json(msg=f"{p['host']}: vllm_fleet_model_source hub: {sys.executable} lacks huggingface_hub "
                              "(pip install huggingface_hub, or the project's [stage] extra)")
     errors = []
     for attempt in range(1, p["attempts"] + 1):
@@ -169,8 +183,8 @@ def _download(module: AnsibleModule, p: dict):
             if attempt < p["attempts"]:
                 time.sleep(min(30, 2 ** attempt))
     endpoint = os.environ.get("HF_ENDPOINT") or "https://huggingface.co"
-    module.fail_json(msg=f"vllm_fleet_model_source hub: downloading {p['model']}@{p['revision']} from {endpoint} "
-                         f"failed {p['attempts']} times: " + "; ".join(errors), errors=errors)
+    module.fail_json(msg=f"{p['host']}: vllm_fleet_model_source hub: downloading {p['model']}@{p['revision']} from "
+                         f"{endpoint} failed {p['attempts']} times: " + "; ".join(errors), errors=errors)
 
 
 def _commit_of(path: str):
@@ -207,6 +221,8 @@ def main() -> None:
             token=dict(type="str", no_log=True),
             attempts=dict(type="int", default=3),
             progress=dict(type="float", default=20),
+            endpoint=dict(type="str"),
+            record=dict(type="bool", default=False),
             margin_pct=dict(type="int", default=10),
             host=dict(type="str", default="this host"),
         ),
@@ -237,8 +253,9 @@ def main() -> None:
         try:
             manifest = staging.build_manifest(path, p["model"] or "", p["revision"], result.get("commit"))
         except (OSError, ValueError) as exc:
-            module.fail_json(msg=f"the controller: {exc}")
-        changed = _write(p["manifest_path"], staging.dumps(manifest)) if not module.check_mode else False
+            module.fail_json(msg=f"{where}: {exc}")
+        recorded = dict(manifest, local_mtime_ns=staging.local_times(path, manifest)) if p["record"] else manifest
+        changed = _write(p["manifest_path"], staging.dumps(recorded)) if not module.check_mode else False
         module.exit_json(changed=changed,
                          manifest=manifest, bytes=manifest["bytes"], files=len(manifest["files"]), **result)
     try:

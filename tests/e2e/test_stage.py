@@ -16,7 +16,9 @@ In order:
 6. the ``hub`` source: downloaded once through a local Hub mirror (tests/testbed/hub_mirror.py,
    the real huggingface_hub client with HF_ENDPOINT), whose log shows one download per file,
    then fanned out to the 8 hosts;
-7. the ``path`` source: listed on every host, never copied; a host whose directory differs is named.
+7. the ``hub`` source downloaded on a seed host (vllm_fleet_stage_download host): the mirror's log
+   shows every file asked once by that host, the controller sends nothing;
+8. the ``path`` source: listed on every host, never copied; a host whose directory differs is named.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+import fleet as testbed  # tests/testbed/fleet.py (on sys.path: conftest.py)
 from helpers import MINILM, MINILM_DIR, host_exec, hub_mirror, playbook
 
 pytestmark = pytest.mark.e2e
@@ -176,6 +179,43 @@ def test_the_hub_source_downloads_once_per_fleet_through_a_mirror(fleet, snapsho
         out = host_exec(fleet.container(host), ["sha256sum", f"{STORE}/{key}/filler.bin"])
         assert out.returncode == 0 and out.stdout.split()[0] == want, (host, out.stderr)
         assert host_exec(fleet.container(host), ["test", "-e", f"{STORE}/{key}/.cache"]).returncode != 0, host
+
+
+def test_the_hub_source_downloaded_on_a_seed_host_the_controller_sends_nothing(fleet, snapshot, tmp_path):
+    """vllm_fleet_stage_download host: the first host by name (stage0) gets huggingface_hub in a venv
+    of its own (from the hosts' wheelhouse) and downloads the snapshot from the mirror itself (the
+    mirror's log: every file once, asked by stage0's address); it counts as a verified holder, the
+    fan-out starts there: the controller sends 0 bytes and downloads nothing."""
+    for host in HOSTS:                      # nothing held: every host needs the snapshot
+        assert host_exec(fleet.container(host), ["rm", "-rf", STORE]).returncode == 0
+    with hub_mirror([("sentence-transformers/all-MiniLM-L6-v2", snapshot)], tmp_path,
+                    bind=testbed.gateway()) as mirror:
+        commit = mirror["commit"]["sentence-transformers/all-MiniLM-L6-v2"]
+        over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": commit,
+                "vllm_fleet_model_controller_path": None, "vllm_fleet_stage_cache": str(tmp_path / "cache"),
+                "vllm_fleet_stage_download": "host", "vllm_fleet_stage_wheelhouse": "/srv/wheels"}
+        run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over),
+                       env={"HF_ENDPOINT": mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
+        log = mirror["log"].read_text().splitlines()
+    assert run.rc == 0, run.out[-4000:]
+    said = " ".join(run.out.split())
+    match = SUMMARY.search(said)
+    # the seed holds it after its download; 7 hosts fed from it in 3 rounds (1 -> 2 -> 4 -> 8)
+    assert match and match.groups()[:3] == ("8", "7", "3") and match.group(5) == "0", said[-3000:]
+    assert re.search(r"downloaded on stage0 in [0-9.]+ s \(commit " + commit, said), said[-3000:]
+    got = [line.split() for line in log if line.startswith("GET ")]
+    files = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file())
+    assert sorted(g[2] for g in got) == files, got
+    assert {g[4] for g in got} == {f"from={fleet.hosts['stage0']['ip']}"}, got
+    assert not (tmp_path / "cache").exists()
+    key = f"sentence-transformers--all-MiniLM-L6-v2--{commit}"
+    want = _digest(snapshot / "filler.bin")
+    for host in HOSTS:
+        out = host_exec(fleet.container(host), ["sha256sum", f"{STORE}/{key}/filler.bin"])
+        assert out.returncode == 0 and out.stdout.split()[0] == want, (host, out.stderr)
+    venv = host_exec(fleet.container("stage0"), ["/opt/vllm-fleet/stage-tools/bin/python", "-c", "import huggingface_hub"])
+    assert venv.returncode == 0, venv.stderr
+    assert host_exec(fleet.container("stage1"), ["test", "-e", "/opt/vllm-fleet/stage-tools"]).returncode != 0
 
 
 def test_the_path_source_is_checked_on_every_host_never_copied(fleet):

@@ -8,8 +8,9 @@ the endpoints huggingface_hub's snapshot_download calls, so the real client code
 * ``HEAD|GET /<org>/<name>/resolve/<rev>/<file>``: the file, with the headers the client reads
   (``X-Repo-Commit``, ``ETag``, ``Content-Length``); ranges are honoured.
 
-Every file body sent is logged as one line ``GET <repo> <file> <bytes>`` to ``--log`` (the test
-counts downloads per file from it), every other request as ``ASK <method> <path>`` (a run that
+Every file body sent is logged as one line ``GET <repo> <file> <bytes> from=<client address>`` to
+``--log`` (the test counts downloads per file, and who downloaded, from it), every other request
+as ``ASK <method> <path>`` (a run that
 must not touch the Hub shows none). Revisions: each ``--repo`` directory is one commit (a sha1
 of its manifest); a repo given more than once has several, ``main`` being the last given;
 anything else is 404. ``--bind`` (default 127.0.0.1): the address it listens on (the test
@@ -141,7 +142,7 @@ class Handler(BaseHTTPRequestHandler):
                         break
                     self.link.send(self.wfile, data)
                     left -= len(data)
-            self._note(f"GET {repo_id} {rel} {end - start + 1}")
+            self._note(f"GET {repo_id} {rel} {end - start + 1} from={self.client_address[0]}")
             return
         self._json({"error": f"not served here: {path}"}, 404)
 

@@ -392,6 +392,17 @@ VARIABLES: Tuple[Var, ...] = (
     Var("stage_fanout", "bool", "Staging: hosts that hold a verified copy send it on (1 -> 2 -> 4 ...); `false`: "
         "the controller sends to every host (hosts that cannot reach each other over SSH).", scope="run",
         default=True),
+    Var("stage_download", "str", "Staging, `hub` source: where a snapshot is downloaded from the Hub, once per "
+        "fleet: `controller` (into `vllm_fleet_stage_cache`, then sent to one host) or `host`: one host of the "
+        "snapshot (the seed, the first by name) downloads it straight into its store and the fan-out starts there "
+        "(the controller sends nothing and needs no room for it; the seed reaches the Hub, or the controller's "
+        "`HF_ENDPOINT`, itself, and gets huggingface_hub in a venv of its own, from `vllm_fleet_stage_wheelhouse` "
+        "or PyPI). `host` needs `vllm_fleet_stage_fanout` true.", scope="run", default="controller",
+        choices=("controller", "host")),
+    Var("stage_wheelhouse", "str", "Staging with `vllm_fleet_stage_download: host`: a directory of wheels on the seed "
+        "host that huggingface_hub is installed from (pip `--no-index --find-links`); unset: the package index.",
+        scope="run", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="dir"),
     Var("stage_progress", "int", "Staging, `hub` source: seconds between two progress lines of the controller's "
         "download (bytes so far, rate).", scope="run", default=20, minimum=1, maximum=3600),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "

@@ -19,3 +19,5 @@ HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"      # docker: <deployment>/ each
 # build starts from an empty one
 COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
 MODEL_STORE = "/var/lib/vllm-fleet/models"          # staged snapshots, <org>--<name>--<revision>/ (staging)
+# vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
+STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"

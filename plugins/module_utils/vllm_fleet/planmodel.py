@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .contract import NAME_RE
-from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, VENV_ROOT  # noqa: F401 (re-exported)
+from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, STAGE_TOOLS_VENV, VENV_ROOT  # noqa: F401 (re-exported)
 from .render import Process, Request
 
 
@@ -29,6 +29,7 @@ MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's
 # derive one (teardown would remove it with the deployment).
 RESERVED = {
     ("path", f"{VENV_ROOT}/tools"): "the shared uv tools venv (vllm_fleet_uv)",
+    ("path", STAGE_TOOLS_VENV): "the seed hosts' huggingface_hub venv (vllm_fleet_stage_download host)",
     **{("path", f"{HF_CACHE_ROOT}/{entry}"): "part of the uv units' shared Hugging Face cache (HF_HOME)"
        for entry in ("hub", "xet", "assets", "datasets", "modules", "token", "stored_tokens")},
 }

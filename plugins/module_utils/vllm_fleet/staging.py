@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .layout import COMPILE_CACHE_ROOT, MODEL_STORE, NAME_RE
+from .layout import COMPILE_CACHE_ROOT, MODEL_STORE, NAME_RE, STAGE_TOOLS_VENV
 
 SOURCES = ("hub", "controller", "path", "none")
 STORE = MODEL_STORE                            # the snapshot store on every host
@@ -290,7 +290,7 @@ def schedule(rounds: Sequence[Sequence[Tuple[str, str]]]) -> Dict[str, Any]:
 
 
 def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir: str,
-                   have: Sequence[str] = (), relay: bool = True) -> Dict[str, Any]:
+                   have: Sequence[str] = (), relay: bool = True, download: str = "controller") -> Dict[str, Any]:
     """The stage playbook's whole schedule, from each host's ``stage`` block (None: nothing staged):
 
     * ``snapshots``: key -> source, model, revision, controller dir (what the controller sends:
@@ -306,7 +306,18 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     holds it: a Hub snapshot pinned to a commit (immutable) - a rollback to such a revision
     downloads nothing. A branch or tag (it can move) and a controller directory (its files can
     change under the same name) are read again every run.
+
+    ``download`` ``host`` (vllm_fleet_stage_download): a Hub snapshot to fetch gets a ``seed``,
+    one of its hosts (a holder of an older copy never counts: the first host by name), that
+    downloads it from the Hub itself into its store; once verified it is a holder like any other
+    and the fan-out starts there, the controller sends nothing. ``seeds``: the hosts that download,
+    ``seed_venv``: where they get huggingface_hub.
     """
+    if download not in ("controller", "host"):
+        raise ValueError(f"vllm_fleet_stage_download: {download!r} is not one of controller, host")
+    if download == "host" and not relay:
+        raise ValueError("vllm_fleet_stage_download: host needs vllm_fleet_stage_fanout true (the seed host sends "
+                         "the snapshot on to the others; without relaying only the controller sends)")
     snapshots: Dict[str, Dict[str, Any]] = {}
     checked: Dict[str, str] = {}
     for host in sorted(stages):
@@ -333,6 +344,8 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     for key, entry in snapshots.items():
         entry["fetch"] = not (entry["source"] == "hub" and COMMIT_RE.match(str(entry["revision"] or ""))
                               and set(entry["hosts"]) <= set(have))
+        entry["seed"] = (sorted(entry["hosts"])[0] if download == "host" and entry["source"] == "hub"
+                         and entry["fetch"] else None)
         rounds = fan_out(entry["hosts"], have=[h for h in entry["hosts"] if h in set(have)], rack_of=entry["rack"],
                          relay=relay)
         entry["rounds"] = [[{"from": s, "to": r} for s, r in pairs] for pairs in rounds]
@@ -343,8 +356,10 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
                     "key": key, "from": sender}
                 hosts.setdefault(sender, {"receive": {}, "send": {}})["send"].setdefault(str(index), []).append(
                     {"key": key, "to": receiver})
+    seeds = sorted({e["seed"] for e in snapshots.values() if e["seed"]})
     return {"snapshots": snapshots, "hosts": hosts, "rounds": most, "checked": checked,
-            "receivers": sorted(hosts_of(hosts, "receive")), "senders": sorted(hosts_of(hosts, "send"))}
+            "receivers": sorted(hosts_of(hosts, "receive")), "senders": sorted(hosts_of(hosts, "send")),
+            "seeds": seeds, "seed_venv": STAGE_TOOLS_VENV}
 
 
 def hosts_of(hosts: Mapping[str, Mapping[str, Any]], what: str) -> List[str]:

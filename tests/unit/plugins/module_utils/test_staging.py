@@ -225,3 +225,32 @@ def test_only_a_commit_every_host_holds_is_not_fetched_again():
     assert fetch("hub", "main", ["a", "b"]) is True         # a branch can move
     assert fetch("hub", commit[:12], ["a", "b"]) is True    # a short id is not pinned
     assert fetch("controller", commit, ["a", "b"]) is True  # its files can change under the same name
+
+
+def test_a_seed_host_downloads_and_the_fan_out_starts_there():
+    """vllm_fleet_stage_download host: the first host by name downloads a Hub snapshot to fetch;
+    once it holds it the rounds start from it (the controller sends nothing); a controller source,
+    a snapshot every host already holds and the controller mode have no seed."""
+    hub = {"source": "hub", "key": "o--m--main", "model": "o/m", "revision": "main", "controller_path": None,
+           "dir": "/s/o--m--main", "store": "/s", "manifest": "/s/o--m--main.manifest.json", "rack": None}
+    hosts = {h: hub for h in ("c", "a", "b", "d")}
+    found = staging.fleet_schedule(hosts, "/cache", download="host")
+    assert found["snapshots"]["o--m--main"]["seed"] == "a" and found["seeds"] == ["a"]
+    assert found["seed_venv"] == "/opt/vllm-fleet/stage-tools"
+    # after the seed's download it holds a verified copy: 3 receivers in 2 rounds, none from the controller
+    after = staging.fleet_schedule(hosts, "/cache", have=["a"], download="host")
+    assert after["rounds"] == 2 and "localhost" not in after["hosts"] and after["receivers"] == ["b", "c", "d"]
+    assert [len(r) for r in after["snapshots"]["o--m--main"]["rounds"]] == [1, 2]
+    assert staging.fleet_schedule(hosts, "/cache")["seeds"] == []
+    controller = {h: dict(hub, source="controller", controller_path="/src") for h in ("a", "b")}
+    assert staging.fleet_schedule(controller, "/cache", download="host")["seeds"] == []
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    held = {h: dict(hub, revision=commit, key=f"o--m--{commit}") for h in ("a", "b")}
+    assert staging.fleet_schedule(held, "/cache", have=["a", "b"], download="host")["seeds"] == []
+
+
+@pytest.mark.parametrize("download, relay, word", [("peer", True, "is not one of controller, host"),
+                                                   ("host", False, "needs vllm_fleet_stage_fanout true")])
+def test_a_seed_download_needs_the_fan_out(download, relay, word):
+    with pytest.raises(ValueError, match=word):
+        staging.fleet_schedule({}, "/cache", relay=relay, download=download)

@@ -86,7 +86,31 @@ def test_download_failure_names_model_endpoint_and_every_attempt(tmp_path):
               state="download", model="org/m", revision="main", path=str(tmp_path / "dl"),
               manifest_path=str(tmp_path / "dl.json"), attempts=1)
     assert out["failed"]
-    assert out["msg"].startswith("vllm_fleet_model_source hub: downloading org/m@main from http://127.0.0.1:9 failed 1 times: attempt 1: ")
+    assert out["msg"].startswith("this host: vllm_fleet_model_source hub: downloading org/m@main from http://127.0.0.1:9 "
+                                 "failed 1 times: attempt 1: ")
+
+
+def test_a_seed_download_from_the_endpoint_given_is_recorded_as_a_verified_copy(tmp_path, snap):
+    """A download on the host that keeps it (record, the seed of vllm_fleet_stage_download host) from
+    the endpoint given as a parameter (not the environment's): its manifest is recorded with the
+    files' mtimes, so `held` and `check` find the host holding it without hashing."""
+    pytest.importorskip("huggingface_hub")
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+    from helpers import hub_mirror
+    dest, record = tmp_path / "store" / "org--m--main", tmp_path / "store" / "org--m--main.manifest.json"
+    with hub_mirror([("org/m", snap)], tmp_path) as hub:
+        out = run(tmp_path, env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")},
+                  state="download", model="org/m", revision="main", path=str(dest), manifest_path=str(record),
+                  endpoint=hub["endpoint"], record=True, host="seed-1", attempts=1)
+        assert not out.get("failed"), out
+        assert out["commit"] == hub["commit"]["org/m"] and out["files"] == 2 and out["changed"] is True
+    recorded = json.loads(record.read_text())
+    assert sorted(recorded["local_mtime_ns"]) == ["config.json", "sub/w.safetensors"]
+    held = run(tmp_path, state="held", path=str(dest), manifest_path=str(record))
+    assert held["staged"] is True and held["manifest"] == out["manifest"]
+    check = run(tmp_path, state="check", path=str(dest), manifest_path=str(record), manifest=out["manifest"])
+    assert check["staged"] is True and check["need"] == 0
 
 
 def test_list_gives_files_and_sizes_and_refuses_a_missing_directory(tmp_path, snap):
