@@ -194,6 +194,14 @@ def test_the_hub_source_downloaded_on_a_seed_host_the_controller_sends_nothing(f
         over = {"vllm_fleet_model_source": "hub", "vllm_fleet_model_revision": commit,
                 "vllm_fleet_model_controller_path": None, "vllm_fleet_stage_cache": str(tmp_path / "cache"),
                 "vllm_fleet_stage_download": "host", "vllm_fleet_stage_wheelhouse": "/srv/wheels"}
+        # check mode first: says what it would do, asks the Hub nothing, changes no host
+        check = playbook("stage.yml", fleet.inventory, "--check", "-e", json.dumps(over),
+                         env={"HF_ENDPOINT": mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
+        assert check.rc == 0, check.out[-3000:]
+        assert f"check mode: sentence-transformers/all-MiniLM-L6-v2@{commit} would be downloaded on stage0 and staged on 8 hosts" \
+            in " ".join(check.out.split()), check.out[-3000:]
+        assert mirror["log"].read_text() == "" and "staged:" not in check.out
+        assert host_exec(fleet.container("stage0"), ["test", "-e", STORE]).returncode != 0
         run = playbook("stage.yml", fleet.inventory, "-e", json.dumps(over),
                        env={"HF_ENDPOINT": mirror["endpoint"], "HF_HUB_DISABLE_TELEMETRY": "1"})
         log = mirror["log"].read_text().splitlines()
