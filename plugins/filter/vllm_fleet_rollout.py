@@ -64,7 +64,8 @@ def all_current(hostvars, hosts) -> bool:
 
 def _recorded_numbers(hostvars, hosts, deployment, var) -> dict:
     """Revision numbers of ``deployment`` each of ``hosts`` recorded, from the registered result
-    of a vllm_fleet_revision read (``var``); hosts without that result are left out."""
+    of a vllm_fleet_revision read or of vllm_fleet_state (``var``; both return ``deployments``);
+    hosts without that result are left out."""
     out = {}
     for host in hosts:
         hv = hostvars[host] if host in hostvars else {}
@@ -76,7 +77,7 @@ def _recorded_numbers(hostvars, hosts, deployment, var) -> dict:
     return out
 
 
-def next_revision(hostvars, hosts, deployment, var="vllm_fleet_record_have") -> int:
+def next_revision(hostvars, hosts, deployment, var="vllm_fleet_deploy_state") -> int:
     """The number of a deployment's next revision: one above the newest any of its hosts
     recorded, so one number names one change of the whole deployment (a host whose plan did
     not change keeps its older revision, which is what it ran at that number)."""

@@ -9,11 +9,13 @@ DOCUMENTATION = r"""
 module: vllm_fleet_state
 short_description: Tell whether a host already runs exactly its planned processes, healthy
 description:
-  - Reads the marker deploy.yml writes after a host passed every phase (the host plan's
-    hash), the state of every planned process (docker container status and plan-hash label,
-    or the systemd unit's ActiveState) and, for processes with an HTTP health endpoint, one
-    C(GET /health) with a short timeout.
-  - RV(current) is true only when the marker matches the plan, every process runs with the
+  - Reads the deployment's revision records on the host (the one read of them in a deploy:
+    RV(deployments) is what C(vllm_fleet_revision state=read) returns, for the rollout's restore
+    and the next revision's number), the state of every planned process (docker container status
+    and plan-hash label, or the systemd unit's ActiveState) and, for processes with an HTTP health
+    endpoint, one C(GET /health) with a short timeout.
+  - RV(current) is true only when the current record's plan hash (on a host an older vllm-fleet
+    deployed, its C(<deployment>.plan) marker) matches the plan, every process runs with the
     planned hash and every endpoint answers 200. deploy.yml then skips preflight, prepare,
     start and the health gate for instances whose hosts are all current, which is what makes
     an unchanged re-run cheap.
@@ -24,10 +26,14 @@ options:
     type: list
     elements: dict
     required: true
-  marker:
-    description: Path of the marker file holding the hash of the last fully deployed plan.
-    type: path
+  deployment:
+    description: The deployment's name (its records are C(<state_dir>/<deployment>/rev-<N>.json)).
+    type: str
     required: true
+  state_dir:
+    description: Root of the revision records.
+    type: path
+    default: /var/lib/vllm-fleet/state
   plan_hash:
     description: This host plan's hash.
     type: str
@@ -47,7 +53,7 @@ EXAMPLES = r"""
 - name: Read what is deployed
   vllm_fleet_state:
     processes: "{{ vllm_fleet_plan.processes }}"
-    marker: /var/lib/vllm-fleet/state/ernie-vl-h200.plan
+    deployment: "{{ vllm_fleet_plan.deployment }}"
     plan_hash: "{{ vllm_fleet_plan.hash }}"
 """
 
@@ -67,13 +73,21 @@ stale:
   returned: always
   type: list
   elements: str
+deployments:
+  description: >-
+    The deployment's records on the host, as C(vllm_fleet_revision state=read) returns them:
+    current (number), revisions (number, hash, time, note) and record (the current revision).
+    Empty when nothing is recorded.
+  returned: always
+  type: dict
 """
 
-import os
 import urllib.error
 import urllib.request
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.vllm_fleet.layout import NAME_RE
+from ansible.module_utils.vllm_fleet.records import deployed_hash, read_all
 from ansible.module_utils.vllm_fleet_process import state as process_state
 
 
@@ -89,7 +103,8 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             processes=dict(type="list", elements="dict", required=True),
-            marker=dict(type="path", required=True),
+            deployment=dict(type="str", required=True),
+            state_dir=dict(type="path", default="/var/lib/vllm-fleet/state"),
             plan_hash=dict(type="str", required=True),
             host=dict(type="str", default="127.0.0.1"),
             timeout=dict(type="float", default=3),
@@ -97,15 +112,15 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    name = p["deployment"]
+    if not NAME_RE.match(name) or ".." in name:
+        module.fail_json(msg=f"deployment name {name!r} is not a safe name")
     reasons = []
     stale = []
-    try:
-        with open(p["marker"], encoding="utf-8") as fh:
-            deployed = fh.read().strip()
-    except OSError:
-        deployed = None
+    found = read_all(p["state_dir"], name)
+    deployed = deployed_hash(p["state_dir"], name, found.get(name))
     if deployed != p["plan_hash"]:
-        reasons.append(f"marker {p['marker']}: {'missing' if deployed is None else 'another plan'}")
+        reasons.append(f"{name}: {'nothing recorded' if deployed is None else 'another plan recorded'}")
     for proc in p["processes"]:
         name, runtime = proc["name"], proc.get("runtime")
         seen = process_state(module.run_command, runtime, name)
@@ -125,8 +140,7 @@ def main():
             if not healthy(url, p["timeout"]):
                 reasons.append(f"{name}: {url} does not answer 200")
                 stale.append(name)
-    module.exit_json(changed=False, current=not reasons, reasons=reasons, stale=stale,
-                     marker_exists=os.path.exists(p["marker"]))
+    module.exit_json(changed=False, current=not reasons, reasons=reasons, stale=stale, deployments=found)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Two deployments on one machine whose names lie next to each other (issue 26): ``names-mini``
 with 2 replicas (containers ``vllm-fleet-names-mini-r0`` / ``-r1``, their kept ``-r0-prev`` /
-``-r1-prev``, records ``<state>/names-mini/``, marker ``<state>/names-mini.plan``) and
+``-r1-prev``, records ``<state>/names-mini/``: one record per deployment, no ``.plan`` marker) and
 ``names-mini-r2`` (container ``vllm-fleet-names-mini-r2``, records ``<state>/names-mini-r2/``).
 
 Why this pair: it sits on a real boundary of the per-machine name registry (machines.check_names).
@@ -8,7 +8,7 @@ Why this pair: it sits on a real boundary of the per-machine name registry (mach
 the plan refuses the pair (the old code planned it, and the two deployments would have shared one
 container, each update or teardown taking the other's); with 2 it is legitimately distinct and
 must plan, deploy and serve. Teardown then removes by exact names, so tearing down
-``names-mini`` (teardown.yml limited to its group, as the README documents) must leave every
+``names-mini`` (teardown.yml limited to its group, as docs/operations.md documents) must leave every
 container and record of ``names-mini-r2`` in place, although its names start with
 ``vllm-fleet-names-mini-r`` and ``names-mini``. One FAKE H200 x8 test host, the stand-in GPU
 image in light mode, two inventory hosts with the machine's one address (as test_gpu_sets.py).
@@ -93,7 +93,7 @@ def test_both_deployments_serve_and_are_recorded(machine):
             assert c is not None and c["State"]["Running"], (name, run.out[-2000:])
             status, body = host_http(machine.container("names-m"), "GET", f"http://127.0.0.1:{port}/v1/models")
             assert status == 200, (name, body)
-        assert _exists(machine, f"{STATE}/{dep}.plan") and _records(machine, dep), dep
+        assert _records(machine, dep) and not _exists(machine, f"{STATE}/{dep}.plan"), dep
     assert docker_inspect("vllm-fleet-names-mini") is None   # replicas only: no unnumbered container
 
 
@@ -105,11 +105,10 @@ def test_tearing_one_down_leaves_the_other_intact(machine):
     for name in CONTAINERS["names-mini"]:
         assert docker_inspect(name) is None and docker_inspect(name + "-prev") is None, name
     assert not _exists(machine, f"{STATE}/names-mini.plan") and not _exists(machine, f"{STATE}/names-mini")
-    # names-mini-r2: the same containers, still serving, its marker and records as they were
+    # names-mini-r2: the same containers, still serving, its records as they were
     for name, port in CONTAINERS["names-mini-r2"].items():
         c = docker_inspect(name)
         assert c is not None and c["Id"] == kept[name] and c["State"]["Running"], name
         status, body = host_http(machine.container("names-m"), "GET", f"http://127.0.0.1:{port}/v1/models")
         assert status == 200, body
-    assert _exists(machine, f"{STATE}/names-mini-r2.plan")
     assert _records(machine, "names-mini-r2") == records and records
