@@ -118,7 +118,7 @@ def test_docker_runtime_container_as_planned_and_least_privilege(demo):
 
 
 def test_operator_install_puts_ansible_playbook_and_vllm_fleet_on_path(demo, tmp_path):
-    """README, Deploying with Ansible: `pip install -e '.[deploy]' && vllm-fleet-collections`."""
+    """README, Deploy with Ansible: `pip install -e '.[deploy]' && vllm-fleet-collections`."""
     assert demo.returncode == 0
     venv = tmp_path / "venv"
     run = fresh_shell(f"python3 -m venv {venv} && . {venv}/bin/activate && cd {ROOT} && "

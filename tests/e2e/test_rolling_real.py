@@ -452,7 +452,7 @@ def test_status_under_load_reads_each_servers_load_version_and_uptime(rreal, cap
     [dep] = doc["deployments"]
     assert (dep["instances"], dep["instances_serving"], dep["routers_serving"]) == (2, 2, 1), dep
     assert stats["failed"] == 0, stats
-    # the same as the table an operator reads (the README shows this one)
+    # the same as the table an operator reads (docs/operations.md shows this one)
     table = playbook("status.yml", rreal.inventory, "-l", "rreal")
     assert table.rc == 0, table
     lines = [l.strip() for l in table.out.splitlines()]

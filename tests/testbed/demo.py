@@ -353,7 +353,7 @@ def down(name: str, do_purge: bool = False, dry_run: bool = False) -> int:
         report.append("left for the next demo (the testbed of tests/testbed/setup.sh; "
                       f"`{nox_command(name, 'down', '--purge')}` removes it): " + "; ".join(stays))
     report.append("left in any case: the docker engine (Debian's docker.io, dockerd), the debootstrap package, "
-                  "and in the checkout .nox/ and .ansible/ (see README, Testbed)")
+                  "and in the checkout .nox/ and .ansible/ (see docs/testing.md, Testbed)")
     for line in report:
         print(line)
     return rc

@@ -14,9 +14,9 @@ Role tunables (``vllm_fleet_docker_*``, ``vllm_fleet_uv_*``, ...) are declared b
 that consumes them, in its ``meta/argument_specs.yml``; the plan action validates them with
 Ansible's own argument-spec validator, so they too are checked before any host changes.
 
-The README's variable table is rendered from this module (``python3 -m vllm_fleet.contract
---markdown``; a unit test keeps the README equal to it), and the roles' argument_specs are
-tested against it where a role consumes a variable.
+The variable table of docs/inventory.md is rendered from this module (``python3 -m
+vllm_fleet.contract --update-readme docs/inventory.md``; a unit test keeps the page equal to
+it), and the roles' argument_specs are tested against it where a role consumes a variable.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ class Var:
     kind: str                       # str | int | bool | list | dict | port | percent | batch | str_or_list | gpus | replicas
     meaning: str
     scope: str = "deployment"       # deployment | host | secret | run
-    default: Any = None             # shown in the README; None = unset
+    default: Any = None             # shown in docs/inventory.md; None = unset
     required: bool = False
     choices: Tuple[str, ...] = ()
     pattern: Optional["re.Pattern[str]"] = None
@@ -1011,7 +1011,7 @@ def settings_of(values: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def markdown_table() -> str:
-    """The README's variable table (one row per variable, in declaration order)."""
+    """The variable table of docs/inventory.md (one row per variable, in declaration order)."""
     rows = ["| variable | scope | type | default | meaning |", "|---|---|---|---|---|"]
     for v in VARIABLES:
         kind = {"str_or_list": "str or list", "port": "int 1-65535", "batch": "int, % or list",
@@ -1034,9 +1034,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from pathlib import Path
 
     parser = argparse.ArgumentParser(prog="python3 -m vllm_fleet.contract",
-                                     description="Print or refresh the inventory contract's README table.")
+                                     description="Print or refresh the inventory contract's variable table "
+                                                 "(docs/inventory.md).")
     parser.add_argument("--markdown", action="store_true", help="print the table")
-    parser.add_argument("--update-readme", metavar="README", help="rewrite the table between its markers")
+    parser.add_argument("--update-readme", metavar="MARKDOWN",
+                        help="rewrite the table between its markers in this file (docs/inventory.md)")
     args = parser.parse_args(argv)
     if args.update_readme:
         path = Path(args.update_readme)

@@ -1,4 +1,4 @@
-"""inventories/example plans cleanly for every group (the README's worked example stays true)."""
+"""inventories/example plans cleanly for every group (the worked examples of docs/inventory.md stay true)."""
 
 from __future__ import annotations
 

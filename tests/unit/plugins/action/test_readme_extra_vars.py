@@ -1,8 +1,8 @@
-"""Every ``-e`` the README shows is run through real ansible-playbook and the plan step's contract
-check, and what the run records is what the README says (issue 26: the README's own example
-``-e vllm_fleet_change_note="max-model-len 4096"`` recorded "max-model-len").
+"""Every ``-e`` the README and the docs/ pages show is run through real ansible-playbook and the
+plan step's contract check, and what the run records is what they say (issue 26: the README's
+own example ``-e vllm_fleet_change_note="max-model-len 4096"`` recorded "max-model-len").
 
-Commands come from the README's code blocks (``ansible-playbook ...`` lines with their
+Commands come from the pages' code blocks (``ansible-playbook ...`` lines with their
 continuations) and from inline code spans ``-e NAME=VALUE``; each is split as a shell splits
 it. A ``key=value`` whose value holds whitespace is what Ansible cuts at the first space: the
 plan step must refuse it, naming ``-e`` and the variable. Every other ``-e`` must be accepted,
@@ -56,7 +56,7 @@ all:
 
 
 def _extra_sets(text: str) -> List[Tuple[str, List[str]]]:
-    """(where, [-e argument, ...]) for each README command or inline -e span."""
+    """(where, [-e argument, ...]) for each command or inline -e span of a page."""
     out = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
@@ -72,7 +72,8 @@ def _extra_sets(text: str) -> List[Tuple[str, List[str]]]:
     return out
 
 
-README_SETS = _extra_sets((ROOT / "README.md").read_text(encoding="utf-8"))
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_SETS = [set_ for page in PAGES for set_ in _extra_sets(page.read_text(encoding="utf-8"))]
 
 
 def _cut_by_ansible(argument: str) -> bool:

@@ -1,4 +1,5 @@
-"""The inventory contract: its checks, and the two places it is rendered (README, argument_specs)."""
+"""The inventory contract: its checks, and the two places it is rendered (docs/inventory.md,
+argument_specs)."""
 
 from __future__ import annotations
 
@@ -21,18 +22,19 @@ def problems(**variables):
     return contract.check("h1", {contract.PREFIX + k: v for k, v in variables.items()})[1]
 
 
-def test_readme_table_is_the_contract():
-    text = (ROOT / "README.md").read_text()
+def test_inventory_page_table_is_the_contract():
+    text = (ROOT / "docs" / "inventory.md").read_text()
     begin = text.index(contract.README_BEGIN) + len(contract.README_BEGIN) + 1
     end = text.index(contract.README_END)
     assert text[begin:end] == contract.markdown_table(), \
-        "README's variable table is stale: python3 -m vllm_fleet.contract --update-readme README.md"
+        ("docs/inventory.md's variable table is stale: "
+         "PYTHONPATH=plugins/module_utils python3 -m vllm_fleet.contract --update-readme docs/inventory.md")
     for var in contract.VARIABLES:
         assert f"`{var.full}`" in text[begin:end]
 
 
 def test_update_readme_rewrites_only_the_table(tmp_path):
-    readme = tmp_path / "README.md"
+    readme = tmp_path / "inventory.md"
     readme.write_text(f"intro\n{contract.README_BEGIN}\nold rows\n{contract.README_END}\noutro\n")
     assert contract.main(["--update-readme", str(readme)]) == 0
     assert readme.read_text() == (f"intro\n{contract.README_BEGIN}\n{contract.markdown_table()}"
