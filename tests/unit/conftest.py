@@ -39,7 +39,8 @@ for _name in ("vllm_fleet_smi", "vllm_fleet_gpu_health", "vllm_fleet_gpu_values"
 
 from skip_policy import pytest_addoption, pytest_configure  # noqa: E402,F401 - plugin hooks
 from vllm_fleet import loader  # noqa: E402
-from vllm_fleet.render import Request, resolve  # noqa: E402
+from vllm_fleet.render import resolve  # noqa: E402
+from vllm_fleet.rendermodel import Request  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,8 @@ import json
 from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Tuple
 
 from .loader import Catalog
-from .render import Process, Rendering, Request, RenderError, resolve
+from .render import RenderError, resolve
+from .rendermodel import Process, Rendering, Request
 
 WORKER_ROLES = ("worker", "instance_worker")
 INSTANCE_ROLES = ("instance", "instance_head", "instance_worker")

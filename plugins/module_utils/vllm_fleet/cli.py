@@ -15,7 +15,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from . import loader, select
 from .batch import process_outputs, render_lines
-from .render import Process, Rendering, RenderError, Request, as_map, resolve
+from .coerce import as_map
+from .render import RenderError, resolve
+from .rendermodel import Process, Rendering, Request
 
 EXIT_USAGE = 2
 

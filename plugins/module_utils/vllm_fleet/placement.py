@@ -21,7 +21,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import gpuhealth, select
 from .loader import Catalog
-from .render import PD_ROLES, Process, as_list, as_map, resolve
+from .coerce import as_list, as_map
+from .pdcluster import PD_ROLES
+from .render import resolve
+from .rendermodel import Process
 from .topology import cpu_sets, gpu_groups, ranges as gpu_ranges
 from .planmodel import DEFAULT_PORT, Deployment, HostInput, Slot, process_name
 from .planargv import customize, gpus_per_node, int_flag

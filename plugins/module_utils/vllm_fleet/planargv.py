@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .render import as_list, as_map
+from .coerce import as_list, as_map
 from .shell import dedupe
 from .planmodel import DEFAULT_PORT, version_tuple
 # vLLM's argument grammar (spellings, aliases, --flag=value): every flag read here goes through it

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .contract import NAME_RE
 from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, STAGE_TOOLS_VENV, VENV_ROOT  # noqa: F401 (re-exported)
-from .render import Process, Request
+from .rendermodel import Process, Request
 
 
 DEFAULT_PORT = 8000

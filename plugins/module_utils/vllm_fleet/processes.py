@@ -11,7 +11,7 @@ from . import secret_table
 from .serving import DEFAULT_DRAIN_TIMEOUT
 from .docker import env_text
 from .hostplan import PlannedProcess
-from .render import as_list, as_map
+from .coerce import as_list, as_map
 from .shell import dedupe
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, DEFAULT_PORT, compile_cache_dir, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple

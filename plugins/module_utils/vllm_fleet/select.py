@@ -11,7 +11,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from .render import Hardware, RenderError, Request, as_list, as_map
+from .coerce import as_list, as_map
+from .render import RenderError
+from .rendermodel import Hardware, Request
 
 MAX_NODES = 16
 CONSTRAINED_PRECISIONS = ("nvfp4", "fp4")

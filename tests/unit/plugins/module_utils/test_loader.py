@@ -10,7 +10,8 @@ import pytest
 
 from vllm_fleet import loader, select
 from vllm_fleet.loader import LoadError
-from vllm_fleet.render import Request, resolve
+from vllm_fleet.render import resolve
+from vllm_fleet.rendermodel import Request
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 TREE = FIXTURES / "tree"

@@ -10,7 +10,8 @@ import copy
 
 import pytest
 
-from vllm_fleet.render import Request, resolve
+from vllm_fleet.render import resolve
+from vllm_fleet.rendermodel import Request
 
 NIXL_P = '{"kv_connector":"NixlConnector","kv_role":"kv_producer","kv_load_failure_policy":"fail"}'
 NIXL_D = '{"kv_connector":"NixlConnector","kv_role":"kv_consumer","kv_load_failure_policy":"fail"}'

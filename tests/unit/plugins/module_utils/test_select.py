@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from vllm_fleet import select
-from vllm_fleet.render import Request
+from vllm_fleet.rendermodel import Request
 from vllm_fleet.select import ChoiceError
 
 SEL = "test-org/Select-Model"
