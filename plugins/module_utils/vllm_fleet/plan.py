@@ -24,7 +24,9 @@ from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select, 
 from .contract import NAME_RE, settings_of, shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
-from .render import RenderError, Request, as_list, as_map
+from .coerce import as_list, as_map
+from .render import RenderError
+from .rendermodel import Request
 from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
 from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash
