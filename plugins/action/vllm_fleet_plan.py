@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
     def _read(self, names, hostvars):
         """Every host's vllm_fleet_* variables, checked against the contract (and the roles'
         argument_specs for role tunables); returns ({host: checked values}, problems)."""
-        specs, declared = _role_specs()
+        specs, declared, path_kinds = _role_specs()
         checked, problems = {}, []
         for name in names:
             raw, evaluated = {}, hostvars[name]
@@ -66,7 +66,7 @@ class ActionModule(ActionBase):
                     raw[key] = _plain(evaluated[key])
                 except Exception as exc:  # an undefined or broken template in the inventory
                     problems.append(f"{name}: {key}: cannot be evaluated: {to_text(exc).splitlines()[0]}")
-            values, found = contract.check(name, raw, declared, contract.path_tunables(specs))
+            values, found = contract.check(name, raw, declared, path_kinds)
             problems += found
             tunables = {k: v for k, v in raw.items() if k in specs and k not in contract.BY_NAME}
             if tunables:
@@ -224,13 +224,61 @@ def _plain(value):
     return value
 
 
+# ---- the roles' declarations: read here, on Ansible's side (the engine reads no role) ---------
+def role_declarations(roles_dir):
+    """Role tunables: ({variable: argument spec} from every role's meta/argument_specs.yml,
+    every name the roles declare in argument_specs or defaults, and the bundle's internal
+    names). Reading YAML only: the argument specs are applied by Ansible's own validator
+    (_check_tunables); the contract gets the names as its check's ``extra_known``."""
+    import yaml
+
+    specs = {}
+    declared = set(contract.INTERNAL)
+    for role in sorted(os.listdir(roles_dir)) if os.path.isdir(roles_dir) else []:
+        for rel in ("meta/argument_specs.yml", "defaults/main.yml"):
+            path = os.path.join(roles_dir, role, rel)
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding="utf-8") as handle:
+                data = yaml.safe_load(handle) or {}
+            if rel == "defaults/main.yml":
+                declared.update(k for k in data if str(k).startswith(contract.PREFIX))
+                continue
+            for entry in (data.get("argument_specs") or {}).values():
+                for option, spec in ((entry or {}).get("options") or {}).items():
+                    declared.add(option)
+                    if option not in contract.BY_NAME and not contract.internal(option):
+                        specs.setdefault(option, {k: v for k, v in spec.items()
+                                                  if k in ("type", "elements", "choices", "options")})
+    return specs, frozenset(declared)
+
+
+# Path tunables (argument_specs `type: path`, or a list of them) that name a directory the bundle
+# owns: created, chmodded, removed from by teardown. The others (unit and env directories, the
+# sandbox's writable paths) only follow the table rule.
+ROOT_PATH_SUFFIXES = ("_root", "_state_dir", "_hf_cache", "_hf_cache_shared", "_home")
+# path tunables that are files on the controller (an operator's task file), not host paths
+CONTROLLER_PATH_SUFFIXES = ("_tasks",)
+
+
+def path_tunables(specs):
+    """{tunable: "root" | "dir"} for every role tunable declared as a host path (argument_specs
+    `type: path`, or a list of paths) in role_declarations' specs: the contract's check applies
+    its host-path rule (vllm_fleet.pathrules) to them as its ``path_kinds``."""
+    return {name: ("root" if name.endswith(ROOT_PATH_SUFFIXES) else "dir") for name, spec in specs.items()
+            if (spec.get("type") == "path" or (spec.get("type") == "list" and spec.get("elements") == "path"))
+            and not name.endswith(CONTROLLER_PATH_SUFFIXES)}
+
+
 _SPECS = None
 
 
 def _role_specs():
+    """(specs, declared names, path kinds) of the bundle's roles, read once per process."""
     global _SPECS
     if _SPECS is None:
-        _SPECS = contract.role_declarations(ROLES_DIR)
+        specs, declared = role_declarations(ROLES_DIR)
+        _SPECS = specs, declared, path_tunables(specs)
     return _SPECS
 
 

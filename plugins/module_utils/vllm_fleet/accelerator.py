@@ -7,7 +7,7 @@ name who made the chip, their ``brand`` (nvidia | amd | cpu | none); the plan's
 
 The planner (plan.py) calls :func:`attach` once per host plan. From the host's checked
 ``vllm_fleet_cuda_*`` / ``vllm_fleet_rocm_*`` / ``vllm_fleet_cpu_*`` variables (declared in
-contract.py, with the defaults the accelerator roles' defaults had) it gives
+variables.py, with the defaults the accelerator roles' defaults had) it gives
 
 * every docker engine process a ``container`` block: ``device_requests`` (NVIDIA; a GPU set as
   ``device_ids``), ``devices`` (ROCm: ``/dev/kfd`` + ``/dev/dri``, or a replica's own render
@@ -36,7 +36,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional
 
-from .contract import ACCELERATOR_PREFIXES, BY_NAME, PREFIX
+from .variables import ACCELERATOR_PREFIXES, BY_NAME, PREFIX
 
 ACCELERATORS = ("cuda", "rocm", "cpu", "tpu", "xpu")
 # accelerators with a settings table here (the deployable ones; tpu / xpu have none yet)

@@ -183,6 +183,40 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"   # the bundle's roles (a source checkout)
+_ROLE_OPTIONS: Dict[str, frozenset] = {}
+
+
+def _ansible(argv: List[str], what: str) -> str:
+    """stdout of an Ansible command (the deploy extra), or a CliError naming it."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise CliError(f"{argv[0]} not found: install the deploy extra (pip install -e '.[deploy]')") from None
+    if proc.returncode != 0:
+        raise CliError(f"{what} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return proc.stdout
+
+
+def role_options(roles_dir: Path = ROLES_DIR) -> frozenset:
+    """The vllm_fleet_* options the bundle's roles declare (their argument_specs), as Ansible
+    itself reads them (`ansible-doc -t role`): the role tunables an inventory may set, which the
+    contract leaves to the roles. The engine reads no role file; the plan action reads the same
+    declarations (and the roles' defaults) on the controller. Read once per process."""
+    key = str(roles_dir)
+    if key not in _ROLE_OPTIONS:
+        from .variables import PREFIX
+
+        base = ["ansible-doc", "-t", "role", "-j", "-r", key]
+        names = sorted(n for n in json.loads(_ansible(base + ["-l"], "ansible-doc -t role -l") or "{}")
+                       if n.startswith(PREFIX))
+        docs = json.loads(_ansible(base + names, "ansible-doc -t role") or "{}") if names else {}
+        _ROLE_OPTIONS[key] = frozenset(
+            option for doc in docs.values() if isinstance(doc, dict)
+            for entry in (doc.get("entry_points") or {}).values() if isinstance(entry, dict)
+            for option in (entry.get("options") or {}) if str(option).startswith(PREFIX))
+    return _ROLE_OPTIONS[key]
 
 
 # roles of hosts that run services only (no engine): `vllm-fleet plan` needs no hardware for them
@@ -199,9 +233,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from the inventory's variables alone: hosts need not be reachable. The inventory is read by
     `ansible-inventory --list` (the deploy extra); GPU facts are not read, so the hardware comes
     from vllm_fleet_hardware or --hardware. Several --inventory sources are layered as
-    ansible-inventory layers them (a later source's host variables win)."""
-    import subprocess
-
+    ansible-inventory layers them (a later source's host variables win). The roles' tunables
+    are known from `ansible-doc -t role` (:func:`role_options`)."""
     from . import contract
     from .plan import host_input, iface_marked, plan_fleet, without_facts
 
@@ -211,17 +244,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     argv.append("--list")
     if args.limit:
         argv += ["--limit", args.limit]
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    except FileNotFoundError:
-        raise CliError("ansible-inventory not found: install the deploy extra (pip install -e '.[deploy]')") from None
-    if proc.returncode != 0:
-        raise CliError(f"ansible-inventory {' '.join('-i ' + i for i in args.inventory)} failed: "
-                       f"{proc.stderr.strip().splitlines()[-1:]}")
-    data = json.loads(proc.stdout)
+    data = json.loads(_ansible(argv, f"ansible-inventory {' '.join('-i ' + i for i in args.inventory)}"))
     hostvars = (data.get("_meta") or {}).get("hostvars") or {}
     names = _inventory_order(data)
-    _, declared = contract.role_declarations(str(ROLES_DIR))
+    declared = role_options()
     checked, problems = {}, []
     for name in names:
         variables = dict(hostvars.get(name) or {})

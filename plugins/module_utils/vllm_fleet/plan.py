@@ -21,7 +21,9 @@ from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select, staging
-from .contract import NAME_RE, settings_of, shown
+from .contract import settings_of
+from .layout import NAME_RE
+from .redact import shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
 from .coerce import as_list, as_map

@@ -9,8 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .contract import NAME_RE
-from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, STAGE_TOOLS_VENV, VENV_ROOT  # noqa: F401 (re-exported)
+from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT  # noqa: F401 (re-exported)
 from .rendermodel import Process, Request
 
 

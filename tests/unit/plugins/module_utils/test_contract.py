@@ -106,24 +106,6 @@ def test_bad_values_name_host_and_variable(variables, where, words):
     assert any(p.startswith(f"h1: {where}: ") and words in p for p in found), found
 
 
-def test_the_systemd_roles_parameters_are_refused_in_an_inventory():
-    """roles/vllm_fleet_systemd's variables are internal (the runtimes' roles pass them): an
-    inventory that sets one is refused, naming host and variable, though the role declares it."""
-    _, declared = contract.role_declarations(str(ROOT / "roles"))
-    assert "vllm_fleet_systemd_user" in declared and contract.internal("vllm_fleet_systemd_user")
-    values, found = contract.check("h1", {"vllm_fleet_systemd_user": "root", "vllm_fleet_systemd_unit_dir": "/tmp",
-                                          "vllm_fleet_uv_user": "root"}, declared)
-    assert values == {}
-    assert [p.split(": ")[:2] for p in found] == [["h1", "vllm_fleet_systemd_unit_dir"],
-                                                  ["h1", "vllm_fleet_systemd_user"]], found
-    assert all("set the runtime's own variables (vllm_fleet_uv_*, vllm_fleet_services_*)" in p for p in found)
-    # never offered as a did-you-mean either
-    typo = contract.check("h1", {"vllm_fleet_sytemd_user": "root"}, declared)[1]
-    assert typo and "vllm_fleet_systemd" not in "".join(typo), typo
-    # the playbooks' own facts are still passed over (the plan action meets them on later calls)
-    assert contract.check("h1", {"vllm_fleet_plan": {}, "vllm_fleet_run": {}}, declared) == ({}, [])
-
-
 def test_a_secret_value_is_never_echoed():
     found = problems(api_key="has space SENTINEL", hf_token=["SENTINEL"])
     assert len(found) == 2 and not any("SENTINEL" in p for p in found), found

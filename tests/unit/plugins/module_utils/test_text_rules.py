@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet import contract, pathrules
+from vllm_fleet import contract, pathrules, redact, valuecheck
+from vllm_fleet import variables as declarations
 from vllm_fleet.plan import host_input, plan
 from vllm_fleet import loader
 
@@ -24,8 +25,10 @@ def problems(**variables):
 
 
 def _compiled_patterns():
-    """Every regex the contract validates with: module constants and the Vars' own patterns."""
-    found = {name: value for name, value in vars(contract).items() if isinstance(value, re.Pattern)}
+    """Every regex the contract validates with: the constants of its modules and the Vars' own
+    patterns."""
+    found = {name: value for module in (contract, declarations, valuecheck, redact)
+             for name, value in vars(module).items() if isinstance(value, re.Pattern)}
     found.update({v.full: v.pattern for v in contract.VARIABLES if v.pattern is not None})
     # SECRET_FLAG_RE is a prefix test on one word (`--api-key` or `--api-key=...`), not a
     # whole-value validator; URL_CREDENTIALS_RE and TOKEN_WORD_RE search inside values
@@ -70,24 +73,24 @@ def test_a_secret_with_a_line_break_is_refused_unshown(name, tail):
     ("token hf_" + SECRET, "token ***"),
 ])
 def test_masked_hides_every_secret_looking_part(text, hidden):
-    out = contract.masked(text)
+    out = redact.masked(text)
     assert SECRET not in out and hidden in out, out
 
 
 def test_masked_keeps_what_is_no_secret():
     for text in ("--max-model-len 4096", "ssh://git@host/repo", "http://proxy:3128", "LEVEL=DEBUG"):
-        assert contract.masked(text) == text
+        assert redact.masked(text) == text
 
 
 def test_shown_cuts_long_values_and_says_their_length():
     note = "".join(f"{n:04d}" for n in range(2500))
-    out = contract.shown(note)
+    out = redact.shown(note)
     assert len(out) < 90 and f"({len(note)} characters)" in out and note[100:120] not in out
-    assert contract.shown("short\n") == repr("short\n")
+    assert redact.shown("short\n") == repr("short\n")
 
 
 def test_the_secret_is_masked_before_the_cut():
-    out = contract.shown("x" * 50 + " --api-key " + SECRET)
+    out = redact.shown("x" * 50 + " --api-key " + SECRET)
     assert SECRET[:3] not in out.replace("xxx", "")
 
 
@@ -126,20 +129,6 @@ def test_near_miss_paths_pass(path, kind):
 def test_model_path_may_have_blanks_but_no_spec_syntax():
     assert not problems(model_path="/srv/models/ERNIE 4.5")
     assert any("':'" in p for p in problems(model_path="/srv/models/a:/etc"))
-
-
-def test_path_tunables_come_from_the_roles_argument_specs():
-    specs, declared = contract.role_declarations(str(ROOT / "roles"))
-    kinds = contract.path_tunables(specs)
-    assert kinds["vllm_fleet_uv_root"] == "root" and kinds["vllm_fleet_uv_state_dir"] == "root"
-    assert kinds["vllm_fleet_uv_unit_dir"] == "dir" and kinds["vllm_fleet_uv_writable_paths"] == "dir"
-    assert "vllm_fleet_drain_tasks" not in kinds          # a task file on the controller
-    bad = contract.check("h1", {"vllm_fleet_uv_root": "/etc", "vllm_fleet_uv_writable_paths": ["/srv/x", "/"]},
-                         declared, kinds)[1]
-    assert any(p.startswith("h1: vllm_fleet_uv_root: '/etc' is a system directory") for p in bad)
-    assert any(p.startswith("h1: vllm_fleet_uv_writable_paths[1]: ") for p in bad)
-    assert not contract.check("h1", {"vllm_fleet_uv_root": "/opt/vf", "vllm_fleet_uv_unit_dir": "/etc/systemd/system"},
-                              declared, kinds)[1]
 
 
 @pytest.mark.parametrize("config", [

@@ -1,0 +1,75 @@
+"""What the controller knows of the roles, and hands the engine's contract as arguments: the
+role tunables and their host paths, read from every role's ``meta/argument_specs.yml`` and
+``defaults/main.yml`` by the plan action (plugins/action/vllm_fleet_plan.py), and the same
+options as ``vllm-fleet plan`` gets them from ``ansible-doc``. The engine reads no role file
+(tests/unit/plugins/module_utils/test_engine_boundary.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vllm_fleet import cli, contract
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+@pytest.fixture(scope="module")
+def action():
+    sys.path.insert(0, str(ROOT / "plugins" / "action"))
+    import vllm_fleet_plan   # noqa: E402 - the plugin module itself
+
+    return vllm_fleet_plan
+
+
+def test_the_systemd_roles_parameters_are_refused_in_an_inventory(action):
+    """roles/vllm_fleet_systemd's variables are internal (the runtimes' roles pass them): an
+    inventory that sets one is refused, naming host and variable, though the role declares it."""
+    _, declared = action.role_declarations(str(ROOT / "roles"))
+    assert "vllm_fleet_systemd_user" in declared and contract.internal("vllm_fleet_systemd_user")
+    values, found = contract.check("h1", {"vllm_fleet_systemd_user": "root", "vllm_fleet_systemd_unit_dir": "/tmp",
+                                          "vllm_fleet_uv_user": "root"}, declared)
+    assert values == {}
+    assert [p.split(": ")[:2] for p in found] == [["h1", "vllm_fleet_systemd_unit_dir"],
+                                                  ["h1", "vllm_fleet_systemd_user"]], found
+    assert all("set the runtime's own variables (vllm_fleet_uv_*, vllm_fleet_services_*)" in p for p in found)
+    # never offered as a did-you-mean either
+    typo = contract.check("h1", {"vllm_fleet_sytemd_user": "root"}, declared)[1]
+    assert typo and "vllm_fleet_systemd" not in "".join(typo), typo
+    # the playbooks' own facts are still passed over (the plan action meets them on later calls)
+    assert contract.check("h1", {"vllm_fleet_plan": {}, "vllm_fleet_run": {}}, declared) == ({}, [])
+
+
+def test_path_tunables_come_from_the_roles_argument_specs(action):
+    specs, declared = action.role_declarations(str(ROOT / "roles"))
+    kinds = action.path_tunables(specs)
+    assert kinds["vllm_fleet_uv_root"] == "root" and kinds["vllm_fleet_uv_state_dir"] == "root"
+    assert kinds["vllm_fleet_uv_unit_dir"] == "dir" and kinds["vllm_fleet_uv_writable_paths"] == "dir"
+    assert "vllm_fleet_drain_tasks" not in kinds          # a task file on the controller
+    bad = contract.check("h1", {"vllm_fleet_uv_root": "/etc", "vllm_fleet_uv_writable_paths": ["/srv/x", "/"]},
+                         declared, kinds)[1]
+    assert any(p.startswith("h1: vllm_fleet_uv_root: '/etc' is a system directory") for p in bad)
+    assert any(p.startswith("h1: vllm_fleet_uv_writable_paths[1]: ") for p in bad)
+    assert not contract.check("h1", {"vllm_fleet_uv_root": "/opt/vf", "vllm_fleet_uv_unit_dir": "/etc/systemd/system"},
+                              declared, kinds)[1]
+
+
+def test_the_cli_knows_the_role_options_the_action_reads(monkeypatch):
+    """`vllm-fleet plan` asks ansible-doc for the roles' options (the engine reads no role file):
+    every argument_specs option the action reads, and nothing else. The roles' defaults-only
+    names (role parameters the playbooks pass, such as vllm_fleet_docker_processes) are the
+    action's alone."""
+    here = Path(sys.executable).parent
+    if not (here / "ansible-doc").exists() and not shutil.which("ansible-doc"):
+        pytest.skip("platform: ansible-doc not installed (the unit session installs ansible-core)")
+    monkeypatch.setenv("PATH", f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
+    options = set()
+    for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
+        for entry in (yaml.safe_load(path.read_text())["argument_specs"] or {}).values():
+            options.update(n for n in (entry.get("options") or {}) if n.startswith(contract.PREFIX))
+    assert options and cli.role_options(ROOT / "roles") == options
