@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 module: vllm_fleet_state
 short_description: Tell whether a host already runs exactly its planned processes, healthy
 description:
-  - Reads the deployment's revision records on the host (the one read of them in a deploy:
+  - Reads the deployment's revision records on the host (the one read of them in a deploy;
     RV(deployments) is what C(vllm_fleet_revision state=read) returns, for the rollout's restore
     and the next revision's number), the state of every planned process (docker container status
     and plan-hash label, or the systemd unit's ActiveState) and, for processes with an HTTP health
