@@ -123,7 +123,7 @@ def bench_rollout(session: nox.Session) -> None:
 @nox.session
 def bench_stage(session: nox.Session) -> None:
     """The stage phase at 1/2/4/8 hosts: fan-out vs the controller sending to every host."""
-    session.install("-e", ".", "ansible-core>=2.17,<2.20")
+    session.install("-e", ".[stage]", "ansible-core>=2.17,<2.20")
     session.run("bash", "tests/testbed/setup.sh", external=True)
     session.run("python", "tests/benchmarks/bench_stage.py", *session.posargs)
 
