@@ -507,8 +507,10 @@ def bench_downtime(args) -> None:
             gfile.write_text(json.dumps({"all": {"vars": common, "children": {"dt": {"hosts": {"d0": {}}}}}}))
             inventory = [info["inventory"], str(gfile)]
             # the server downloads itself: from the mirror, reached at this machine's bridge address
+            # (the testbed's CPU image sets HF_HUB_OFFLINE=1 and TRANSFORMERS_OFFLINE=1: lifted here)
             unstaged = {"vllm_fleet_model_source": "none",
-                        "vllm_fleet_env": dict(common["vllm_fleet_env"], HF_ENDPOINT=hub["endpoint"])}
+                        "vllm_fleet_env": dict(common["vllm_fleet_env"], HF_ENDPOINT=hub["endpoint"],
+                                               HF_HUB_OFFLINE="0", TRANSFORMERS_OFFLINE="0")}
 
             def fresh() -> None:
                 ansible(inventory, "teardown.yml", "-e", json.dumps({"vllm_fleet_teardown_purge_cache": True}))
