@@ -6,6 +6,7 @@ A small FAKE wheel (a zip with the same layout) sits in the cache, so no downloa
 
 from __future__ import annotations
 
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -60,6 +61,9 @@ def test_the_checkout_is_found_from_the_package_or_the_working_directory(tmp_pat
 
 
 def test_the_console_script_is_declared():
-    text = (ROOT / "pyproject.toml").read_text()
-    assert 'vllm-fleet-collections = "vllm_fleet.install:main"' in text
-    assert 'deploy = ["ansible-core>=2.17,<2.20", "docker>=7"]' in text
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert meta["project"]["scripts"]["vllm-fleet-collections"] == "vllm_fleet.install:main"
+    # the operator's install: ansible-playbook, the Docker SDK and the hub client the
+    # default model source (hub) downloads with on the controller
+    deploy = meta["project"]["optional-dependencies"]["deploy"]
+    assert deploy == ["ansible-core>=2.17,<2.20", "docker>=7", "huggingface_hub>=0.20"]
