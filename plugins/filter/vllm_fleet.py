@@ -13,6 +13,7 @@ import sys
 # not controller-side plugins.
 try:
     from vllm_fleet.planargv import flag_values
+    from vllm_fleet.readiness import settings_problem
     from vllm_fleet.topology import ranges as gpu_ranges
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
@@ -119,4 +120,6 @@ class FilterModule:
             # GPU numbers as ranges ([1, 2, 3, 5] -> "1-3,5"), the planner's wording
             "vllm_fleet_gpu_ranges": gpu_ranges,
             "vllm_fleet_process_line": process_line,
+            # the plan lacks its accelerator's settings (an older plan): the problem, or None
+            "vllm_fleet_settings_problem": settings_problem,
         }
