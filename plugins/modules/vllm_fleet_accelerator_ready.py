@@ -33,7 +33,7 @@ options:
     choices: [cuda, rocm]
     required: true
   plan:
-    description: The host's plan (C(vllm_fleet_plan)): deployment, accelerator_setup, processes.
+    description: "The host's plan (C(vllm_fleet_plan)): deployment, accelerator_setup, processes."
     type: dict
     required: true
   gpu:
