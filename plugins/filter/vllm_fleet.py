@@ -6,18 +6,13 @@ vllm_fleet_rollout.py."""
 from __future__ import annotations
 
 import re
-import sys
 
-# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
-# (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
-# not controller-side plugins.
-try:
-    from vllm_fleet.planargv import flag_values
-    from vllm_fleet.readiness import settings_problem
-    from vllm_fleet.topology import ranges as gpu_ranges
-except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
-    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
-                      "run `pip install -e .` in the vllm-fleet checkout") from exc
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
+# Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
+# import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
+from vllm_fleet.planargv import flag_values
+from vllm_fleet.readiness import settings_problem
+from vllm_fleet.topology import ranges as gpu_ranges
 
 
 DOCUMENTATION = r"""

@@ -8,22 +8,17 @@ from __future__ import annotations
 
 import re
 import statistics
-import sys
 from collections.abc import Mapping
 
-# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package
-# (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
-# not controller-side plugins.
-try:
-    from vllm_fleet.rollout import rollout as _rollout
-    from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
-    from vllm_fleet.serving import drain_outcome, in_flight
-    from vllm_fleet import status as _status
-    from vllm_fleet.monitoring import fleet_prometheus_config, fleet_targets, listen_url, prometheus_yml
-    from vllm_fleet import bench as _bench
-except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
-    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
-                      "run `pip install -e .` in the vllm-fleet checkout") from exc
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
+# Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
+# import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
+from vllm_fleet.rollout import rollout as _rollout
+from vllm_fleet.rollout import membership_calls, membership_changes, router_reconcile, rollout_batches
+from vllm_fleet.serving import drain_outcome, in_flight
+from vllm_fleet import status as _status
+from vllm_fleet.monitoring import fleet_prometheus_config, fleet_targets, listen_url, prometheus_yml
+from vllm_fleet import bench as _bench
 
 
 

@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-try:
-    from vllm_fleet import staging
-except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
-    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
-                      "run `pip install -e .` in the vllm-fleet checkout") from exc
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
+# Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
+# import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
+from vllm_fleet import staging
 
 DOCUMENTATION = r"""
 ---

@@ -21,7 +21,7 @@ SHARED = ROOT.parent / "shared" / "conformance"
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 from vllm_fleet import loader  # noqa: E402
-from vllm_fleet.batch import render_lines  # noqa: E402
+from vllm_fleet.corpus import render_lines  # noqa: E402
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
 from vllm_fleet import loader  # noqa: E402
-from vllm_fleet.batch import BatchRenderer  # noqa: E402
+from vllm_fleet.corpus import BatchRenderer  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "conformance"
 

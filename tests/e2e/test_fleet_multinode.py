@@ -24,7 +24,7 @@ from helpers import ROOT, docker_inspect, host_exec, host_http, playbook, served
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
-from vllm_fleet import loader, select  # noqa: E402
+from vllm_fleet import choices, loader  # noqa: E402
 from vllm_fleet.planargv import substitute  # noqa: E402
 from vllm_fleet.render import Request, resolve  # noqa: E402
 
@@ -82,7 +82,7 @@ def cat():
 def engine(cat, **choice):
     """The engine's processes for a choice, with upstream's defaults (features) filled in."""
     req = Request(hf_id=DS, hardware="h200", **choice)
-    select.complete(cat.recipes[DS], req, cat.strategies, cat.taxonomy)
+    choices.complete(cat.recipes[DS], req, cat.strategies, cat.taxonomy)
     return resolve(cat.recipes[DS], req, cat.strategies, cat.taxonomy).processes
 
 

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import loader, select
-from .batch import process_outputs, render_lines
+from . import choices, loader
+from .corpus import process_outputs, render_lines
 from .coerce import as_map
 from .render import RenderError, resolve
 from .rendermodel import Process, Rendering, Request
@@ -141,7 +141,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     cat = load_catalog(args.recipes)
     req = build_request(args, cat)
     recipe = cat.recipes[req.hf_id]
-    select.complete(recipe, req, cat.strategies, cat.taxonomy)
+    choices.complete(recipe, req, cat.strategies, cat.taxonomy)
     rendering = resolve(recipe, req, cat.strategies, cat.taxonomy)
     view = render_view(req, rendering, args.rank)
     if args.format == "shell":
@@ -316,7 +316,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for hf_id, recipe in sorted(cat.recipes.items()):
             variants = as_map(recipe.get("variants"))
             default = as_map(variants.get("default"))
-            hw = select.default_hardware(recipe, default, cat.taxonomy) or "-"
+            hw = choices.default_hardware(recipe, default, cat.taxonomy) or "-"
             rows.append([hf_id, ",".join(variants), hw,
                          ",".join(recipe.get("compatible_strategies") or []) or "(omni)"])
         print(table(rows, ["RECIPE", "VARIANTS", "DEFAULT HW", "STRATEGIES"]))

@@ -3,7 +3,7 @@
 Every path variable of the inventory contract (``vllm_fleet_state_dir``, ``vllm_fleet_model_path``)
 and every path tunable of the roles (``vllm_fleet_uv_root``, ``..._state_dir``, ``..._hf_cache``,
 ...) goes through :func:`path_problem` on the controller, and the teardown's guard
-(``plugins/filter/vllm_fleet_paths.py``) never treats a system directory as one of the bundle's
+(``plugins/filter/vllm_fleet_teardown.py``) never treats a system directory as one of the bundle's
 roots. A path must be written in its one normal form (absolute, no ``.`` / ``..`` component, no
 ``//``, no trailing ``/``, no control characters) so that what is checked is what is used; it
 must not contain ``:`` or ``,`` (a docker ``-v`` / ``--mount`` spec splits on them) and must not

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import gpuhealth, select
+from . import choices, gpuhealth
 from .loader import Catalog
 from .coerce import as_list, as_map
 from .pdcluster import PD_ROLES
@@ -357,7 +357,7 @@ def place_pd(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot
 
 def place_kv(cat: Catalog, dep: Deployment, hosts: List[HostInput]) -> List[Slot]:
     problems = dep.problems
-    serving = select.deploy_type(cat.strategies, dep.req.strategy)
+    serving = choices.deploy_type(cat.strategies, dep.req.strategy)
     nodes = dep.req.node_count if serving == "multi_node" else 1
     members = [h for h in hosts if not h.roles or "instance" in h.roles]
     groups, errs = _instances(members, nodes)

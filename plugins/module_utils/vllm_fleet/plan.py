@@ -20,7 +20,7 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, cudacompat, gpuhealth, schema, secret_table, select, staging
+from . import accelerator, choices, cudacompat, gpuhealth, schema, secret_table, staging
 from .contract import settings_of
 from .layout import NAME_RE
 from .redact import shown
@@ -249,11 +249,11 @@ def plan(cat: Catalog, hosts: Sequence[HostInput]) -> Dict[str, Dict[str, Any]]:
                   pd_nodes=settings.get("pd_nodes"), kv_offload=settings.get("kv_offload"),
                   kv_instances=settings.get("kv_instances"))
     try:
-        select.complete(recipe, req, cat.strategies, cat.taxonomy)
+        choices.complete(recipe, req, cat.strategies, cat.taxonomy)
     except RenderError as exc:
-        field = getattr(exc, "field", None)   # select.ChoiceError: the choice at fault
+        field = getattr(exc, "field", None)   # choices.ChoiceError: the choice at fault
         raise PlanError([f"{hosts[0].name}: {'vllm_fleet_' + field + ': ' if field else ''}{exc}"]) from exc
-    deploy_type = select.deploy_type(cat.strategies, req.strategy)
+    deploy_type = choices.deploy_type(cat.strategies, req.strategy)
     store = cat.strategies.get(req.kv_offload) if req.kv_offload in cat.kv_stores() else None
     invalid = validation_problems(cat, hf_id, req.strategy, req.kv_offload if store else None)
     if invalid:

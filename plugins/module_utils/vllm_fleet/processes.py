@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from . import secret_table
 from .serving import DEFAULT_DRAIN_TIMEOUT
-from .docker import env_text
+from .images import env_text
 from .hostplan import PlannedProcess
 from .coerce import as_list, as_map
 from .shell import dedupe

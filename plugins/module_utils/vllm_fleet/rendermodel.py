@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
-from . import docker as dk
+from . import images as dk
 from .coerce import as_map, truthy
 from .shell import vllm_shell
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[4]
 _spec = importlib.util.spec_from_file_location("vllm_fleet_filter_plugin", ROOT / "plugins" / "filter" / "vllm_fleet.py")
 filters = importlib.util.module_from_spec(_spec)
@@ -41,10 +43,10 @@ def test_pin_requirements_adds_the_default_version_only_where_the_plan_pins_none
     assert filters.pin_requirements([], pins) == []
 
 
-def test_without_the_engine_package_every_controller_plugin_says_what_to_install():
-    """The filters and the plan action import the installed vllm_fleet package (no sys.path
-    insert); a Python without it gets an ImportError naming the fix, which Ansible prints as
-    the reason it skipped the plugin."""
+def test_without_the_engine_package_the_first_plugin_of_every_playbook_says_what_to_install():
+    """The controller plugins import the installed vllm_fleet package (no sys.path insert). One
+    import guard: the plan action's, the first task of every playbook (playbooks/_plan.yml), so a
+    Python without the package gets an ImportError naming the fix before any filter is used."""
     import subprocess
     import sys
 
@@ -62,9 +64,16 @@ def test_without_the_engine_package_every_controller_plugin_says_what_to_install
         "    print(exc)\n"
         "else:\n"
         "    print('imported')\n")
-    for plugin in ("filter/vllm_fleet.py", "filter/vllm_fleet_rollout.py", "action/vllm_fleet_plan.py"):
-        out = subprocess.run([sys.executable, "-c", blocker, str(ROOT / "plugins" / plugin)],
-                             capture_output=True, text=True, check=True).stdout
-        assert "vllm_fleet is not installed for" in out and "pip install -e ." in out, (plugin, out)
-    text = "".join((ROOT / "plugins" / p).read_text() for p in ("filter/vllm_fleet.py", "filter/vllm_fleet_rollout.py", "action/vllm_fleet_plan.py"))
-    assert "sys.path.insert" not in text
+    out = subprocess.run([sys.executable, "-c", blocker, str(ROOT / "plugins" / "action" / "vllm_fleet_plan.py")],
+                         capture_output=True, text=True, check=True).stdout
+    assert "vllm_fleet is not installed for" in out and "pip install -e ." in out, out
+    plugins = sorted((ROOT / "plugins").glob("*/*.py"))
+    guards = [p.name for p in plugins if "is not installed for" in p.read_text()]
+    assert guards == ["vllm_fleet_plan.py"]
+    assert not [p.name for p in plugins if "sys.path.insert" in p.read_text()]
+    # every playbook an operator runs starts with the preamble, whose first task is the plan action
+    first_task = yaml.safe_load((ROOT / "playbooks" / "_plan.yml").read_text())[0]["tasks"][0]
+    assert "vllm_fleet_plan" in first_task
+    for book in sorted((ROOT / "playbooks").glob("[!_]*.yml")):
+        first = yaml.safe_load(book.read_text())[0]
+        assert first.get("ansible.builtin.import_playbook") == "_plan.yml", book.name

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_fleet import loader, select
+from vllm_fleet import choices, loader
 from vllm_fleet.loader import LoadError
 from vllm_fleet.render import resolve
 from vllm_fleet.rendermodel import Request
@@ -127,7 +127,7 @@ def test_api_json_reproduces_the_recommendation(api_doc, sources):
     cat = loader.load(sources)
     recipe = cat.recipes["test-org/Api-Model"]
     req = Request("test-org/Api-Model")
-    select.complete(recipe, req, cat.strategies, cat.taxonomy)
+    choices.complete(recipe, req, cat.strategies, cat.taxonomy)
     rec = api_doc["recommended_command"]
     assert (req.hardware, req.strategy, req.variant, req.node_count) == (
         rec["hardware"], rec["strategy"], rec["variant"], rec["node_count"])

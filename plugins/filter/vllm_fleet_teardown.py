@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-import sys
 
 from ansible.errors import AnsibleFilterError
 
-# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package: the one table
-# of system directories lives there (vllm_fleet.pathrules).
-try:
-    from vllm_fleet.pathrules import is_system_dir
-    from vllm_fleet.planmodel import RESERVED
-except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
-    raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
-                      "run `pip install -e .` in the vllm-fleet checkout") from exc
+# The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
+# Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
+# import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
+from vllm_fleet.pathrules import is_system_dir
+from vllm_fleet.planmodel import RESERVED
 
 DOCUMENTATION = r"""
 ---

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_fleet import docker as dk
+from vllm_fleet import images as dk
 
 DM = "test-org/Docker-Model"
 HF = ["-v", "~/.cache/huggingface:/root/.cache/huggingface"]

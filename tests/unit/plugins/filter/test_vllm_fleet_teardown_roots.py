@@ -13,7 +13,7 @@ pytest.importorskip("ansible")
 from ansible.errors import AnsibleFilterError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[4]
-_spec = importlib.util.spec_from_file_location("vllm_fleet_paths", ROOT / "plugins" / "filter" / "vllm_fleet_paths.py")
+_spec = importlib.util.spec_from_file_location("vllm_fleet_teardown", ROOT / "plugins" / "filter" / "vllm_fleet_teardown.py")
 paths = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(paths)
 ROOTS = ["/opt/vllm-fleet", "/etc/vllm-fleet", "/var/lib/vllm-fleet", "/var/lib/vllm-fleet/state"]

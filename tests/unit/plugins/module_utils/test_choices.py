@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from vllm_fleet import select
+from vllm_fleet import choices
 from vllm_fleet.rendermodel import Request
-from vllm_fleet.select import ChoiceError
+from vllm_fleet.choices import ChoiceError
 
 SEL = "test-org/Select-Model"
 FEAT = "test-org/Feature-Model"
@@ -20,7 +20,7 @@ def sel(catalog):
 
 
 def compat(catalog, recipe, variant):
-    return select.compatible_hardware(recipe, recipe["variants"][variant], catalog.taxonomy)
+    return choices.compatible_hardware(recipe, recipe["variants"][variant], catalog.taxonomy)
 
 
 # -- compatible hardware ------------------------------------------------------------
@@ -58,7 +58,7 @@ def test_precision_matches_any_generation_of_an_array(catalog, sel):
     taxonomy = copy.deepcopy(catalog.taxonomy)
     taxonomy["hardware_profiles"]["hybrid"] = {"brand": "NVIDIA", "generation": ["hopper", "blackwell"],
                                                "gpu_count": 8, "vram_gb": 1128}
-    got = select.compatible_hardware(sel, sel["variants"]["nvfp4"], taxonomy)
+    got = choices.compatible_hardware(sel, sel["variants"]["nvfp4"], taxonomy)
     assert got == ["b200", "gb200", "rtx_pro_6000", "hybrid"]
 
 
@@ -74,15 +74,15 @@ def test_precision_matches_any_generation_of_an_array(catalog, sel):
     ("xeon6", ["single_node_tp", "multi_node_tp", "pd_cluster"]),    # multi_node_dep: `default` unsupported
 ])
 def test_offered_strategies(catalog, sel, hw, expected):
-    assert select.offered_strategies(sel, hw, catalog.strategies, catalog.taxonomy) == expected
+    assert choices.offered_strategies(sel, hw, catalog.strategies, catalog.taxonomy) == expected
 
 
 def test_unreachable_floor_drops_multi_node_strategies(catalog, recipe_copy):
     recipe = recipe_copy(SEL)
     recipe["strategy_min_gpus"]["trillium"] = 129      # > 16 nodes x 8 GPUs
-    assert select.offered_strategies(recipe, "trillium", catalog.strategies, catalog.taxonomy) == []
+    assert choices.offered_strategies(recipe, "trillium", catalog.strategies, catalog.taxonomy) == []
     recipe["strategy_min_gpus"]["trillium"] = 128
-    assert select.offered_strategies(recipe, "trillium", catalog.strategies, catalog.taxonomy) == [
+    assert choices.offered_strategies(recipe, "trillium", catalog.strategies, catalog.taxonomy) == [
         "multi_node_tp", "pd_cluster"]
 
 
@@ -99,19 +99,19 @@ def test_unreachable_floor_drops_multi_node_strategies(catalog, recipe_copy):
     ("pd_cluster", "h200", "tp", 24),
 ])
 def test_gpu_floor(sel, strategy, hw, pool_mode, floor):
-    assert select.gpu_floor(sel, strategy, hw, pool_mode) == floor
+    assert choices.gpu_floor(sel, strategy, hw, pool_mode) == floor
 
 
 def test_gpu_floor_plain_number():
-    assert select.gpu_floor({"strategy_min_gpus": 12}, "single_node_tp", "h200") == 12
-    assert select.gpu_floor({}, "multi_node_tp", "h200") == 0
+    assert choices.gpu_floor({"strategy_min_gpus": 12}, "single_node_tp", "h200") == 12
+    assert choices.gpu_floor({}, "multi_node_tp", "h200") == 0
 
 
 def test_gpu_floor_per_gpu_map_only():
     recipe = {"strategy_min_gpus": {"b200": {"multi_node_tp": 16, "single_node_tep": 4}}}
-    assert select.gpu_floor(recipe, "multi_node_tp", "b200") == 16
-    assert select.gpu_floor(recipe, "multi_node_tp", "h200") == 0
-    assert select.gpu_floor(recipe, "pd_cluster", "b200", pool_mode="tep") == 4   # single_node_tep
+    assert choices.gpu_floor(recipe, "multi_node_tp", "b200") == 16
+    assert choices.gpu_floor(recipe, "multi_node_tp", "h200") == 0
+    assert choices.gpu_floor(recipe, "pd_cluster", "b200", pool_mode="tep") == 4   # single_node_tep
 
 
 @pytest.mark.parametrize("strategy, hw, nodes", [
@@ -119,13 +119,13 @@ def test_gpu_floor_per_gpu_map_only():
     ("multi_node_tp", "h200", 1), ("single_node_tp", "h200", 1),
 ])
 def test_nodes_for_strategy(catalog, sel, strategy, hw, nodes):
-    assert select.nodes_for(sel, strategy, hw, catalog.strategies, catalog.taxonomy) == nodes
+    assert choices.nodes_for(sel, strategy, hw, catalog.strategies, catalog.taxonomy) == nodes
 
 
 # -- default hardware ----------------------------------------------------------------------
 
 def default_hw(catalog, recipe, variant):
-    return select.default_hardware(recipe, recipe["variants"][variant], catalog.taxonomy)
+    return choices.default_hardware(recipe, recipe["variants"][variant], catalog.taxonomy)
 
 
 def test_default_hardware_h200(catalog, sel):
@@ -177,14 +177,14 @@ def test_default_hardware_nvidia_first_alphabetical(catalog, recipe_copy, allow,
 ])
 def test_recommend_strategy(default, offered, nodes, expected):
     recipe = {"default_strategy": default} if default else {}
-    assert select.recommend_strategy(recipe, offered, nodes) == expected
+    assert choices.recommend_strategy(recipe, offered, nodes) == expected
 
 
 # -- complete(): defaults and validation ------------------------------------------------------------
 
 def complete(catalog, hf_id, recipe=None, **fields):
     req = Request(hf_id=hf_id, **fields)
-    select.complete(recipe or catalog.recipes[hf_id], req, catalog.strategies, catalog.taxonomy)
+    choices.complete(recipe or catalog.recipes[hf_id], req, catalog.strategies, catalog.taxonomy)
     return req
 
 
@@ -276,4 +276,4 @@ def test_complete_omni_picks_first_task(catalog):
 
 def test_default_features_function(catalog):
     recipe = catalog.recipes[FEAT]
-    assert select.default_features(recipe, recipe["variants"]["default"], None) == ["tool_calling", "reasoning"]
+    assert choices.default_features(recipe, recipe["variants"]["default"], None) == ["tool_calling", "reasoning"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from vllm_fleet.batch import BatchRenderer, render_lines
+from vllm_fleet.corpus import BatchRenderer, render_lines
 
 MOE = "test-org/Moe-Model"
 
