@@ -171,6 +171,10 @@ class HostPlan:
         "the host's GPU health as the plan took it (gpuhealth.record): policy, failed GPUs with evidence, the "
         "ones left out (exclude), degraded GPUs; left out of the dict when all are healthy or health was not "
         "read. Not hashed", default=None)
+    venv: Optional[Dict[str, Any]] = _doc(
+        "the uv engines' venv (layout.uv_venv): root (<vllm_fleet_uv_root>/<deployment>), path (root/venv-<id of "
+        "the package set>), python (what the venv is made with); left out without uv engines. Not hashed (its "
+        "parts are: the version and packages in the processes, the Python a host fact)", default=None)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(
         "the host's accelerator setup (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
         "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "
@@ -182,7 +186,7 @@ class HostPlan:
 
     def to_dict(self) -> Dict[str, Any]:
         out = {k: v for k, v in self.__dict__.items()
-               if k != "processes" and not (k in ("gpus_idle", "gpu_health", "stage") and v is None)}
+               if k != "processes" and not (k in ("gpus_idle", "gpu_health", "stage", "venv") and v is None)}
         out["processes"] = [p.to_dict() for p in self.processes]
         return dict(out)
 

@@ -6,6 +6,8 @@ Every name a host plan leads to under them is listed by ``planmodel.host_names``
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 # A deployment's name: it becomes a directory and unit-name part under every root below
@@ -21,3 +23,15 @@ COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
 MODEL_STORE = "/var/lib/vllm-fleet/models"          # staged snapshots, <org>--<name>--<revision>/ (staging)
 # vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
 STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"
+
+
+def uv_venv(root, deployment, package, version, python, packages, overrides):
+    """The uv engines' venv of a deployment on a host: one per package set (the vLLM package and
+    version, the Python, the extra packages, the overrides), so a new set installs beside the
+    running one and a rollback finds the previous venv intact. ``root``: vllm_fleet_uv_root.
+
+    The id is the sha1 of the set as JSON (the same digits the uv role's Jinja computed before the
+    plan carried them, so venvs made then are found again)."""
+    key = [f"{package}=={version}", python] + sorted(set(packages)) + list(overrides)
+    digest = hashlib.sha1(json.dumps(key).encode("utf-8")).hexdigest()[:12]
+    return {"root": f"{root}/{deployment}", "path": f"{root}/{deployment}/venv-{digest}", "python": python}

@@ -57,6 +57,11 @@ class HostInput:
     # the GPU-count and GPU-memory checks against the host's facts (vllm_fleet_preflight_check_*)
     check_gpus: bool = True
     check_vram: bool = True
+    # the uv engines' venv (layout.uv_venv): the host's Python (facts; None: not read, as the CLI
+    # plans), vllm_fleet_uv_root and vllm_fleet_uv_python (role tunables the inventory may set)
+    python: Optional[str] = None
+    uv_root: str = VENV_ROOT
+    uv_python: Optional[str] = None
     # False (status, teardown: fit_checks off): the layout comes from the inventory alone, not
     # fitted to today's GPU count, so a host that lost a GPU still shows and tears down: a GPU
     # set naming a GPU the facts no longer list, a fixed replica count beyond today's GPUs and a

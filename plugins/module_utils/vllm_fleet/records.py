@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tempfile
 
-from .layout import NAME_RE
+from .layout import NAME_RE, VENV_ROOT, uv_venv
 from .secret_table import BY_ENV
 from .serving import DEFAULT_DRAIN_TIMEOUT
 
@@ -39,7 +40,8 @@ def todays_plan(plan):
     word carry the accelerator's name (cuda | rocm | cpu | xpu | tpu | none) as ``vendor`` and
     the host's accelerator setup (name, unit, uv) as ``accelerator``; today these are
     ``accelerator`` and ``accelerator_setup``. Plans recorded before ``secret_vars`` get it from
-    their processes' secret names, plans recorded before ``drain_timeout`` the old default. Every read of a record comes through here, so
+    their processes' secret names, plans recorded before ``drain_timeout`` the old default, plans
+    recorded before ``venv`` the venv the uv role computed then. Every read of a record comes through here, so
     rollback.yml and a failed rollout's restore hand the roles a plan they accept. The hash is
     the recorded one (it covers the processes and files, which kept their keys)."""
     if not isinstance(plan, dict):
@@ -57,6 +59,15 @@ def todays_plan(plan):
         plan["secret_vars"] = {env: BY_ENV[env].var for env in sorted(n for n in names if n in BY_ENV)}
     # recorded before the plan carried the drain's bound: what the drain role's default was
     plan.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
+    # recorded before the plan named the uv engines' venv: the one the uv role computed then, with
+    # the default vllm_fleet_uv_root and this host's Python (the interpreter Ansible runs this
+    # module with, which is the facts' python.executable the role used)
+    engines = [p for p in plan.get("processes") or [] if p.get("runtime") == "uv" and p.get("kind") in ("vllm", "omni")]
+    setup = (plan.get("accelerator_setup") or {}).get("uv") if isinstance(plan.get("accelerator_setup"), dict) else None
+    if "venv" not in plan and engines and setup and plan.get("deployment"):
+        plan["venv"] = uv_venv(VENV_ROOT, plan["deployment"], setup.get("package", "vllm"), plan.get("vllm_version"),
+                               setup.get("python") or sys.executable,
+                               [pkg for p in engines for pkg in p.get("packages") or []], setup.get("overrides") or [])
     return plan
 
 

