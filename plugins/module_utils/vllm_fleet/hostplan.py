@@ -25,6 +25,9 @@ def _doc(text: str, **kwargs: Any) -> Any:
     gives the roles' argument_specs; keyword arguments (default, default_factory) go to field()."""
     return field(metadata={"doc": text}, **kwargs)
 
+# the kinds of process that are inference engines (the rest: routers, Mooncake services)
+ENGINE_KINDS = ("vllm", "omni")
+
 
 @dataclass
 class PlannedProcess:

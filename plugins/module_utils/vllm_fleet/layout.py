@@ -35,3 +35,16 @@ def uv_venv(root, deployment, package, version, python, packages, overrides):
     key = [f"{package}=={version}", python] + sorted(set(packages)) + list(overrides)
     digest = hashlib.sha1(json.dumps(key).encode("utf-8")).hexdigest()[:12]
     return {"root": f"{root}/{deployment}", "path": f"{root}/{deployment}/venv-{digest}", "python": python}
+
+
+def plan_venv(root, deployment, version, setup, processes, host_python, override=None):
+    """The venv of a host plan's uv processes (``processes``: mappings with runtime and packages;
+    ``setup``: the plan's accelerator_setup.uv), None without either. Its Python: ``override``
+    (vllm_fleet_uv_python), else the setup's (ROCm: 3.12), else the host's, else python3. The
+    planner and the reader of older records (records.todays_plan) both come here."""
+    uv = [p for p in processes if p.get("runtime") == "uv"]
+    if not uv or not setup:
+        return None
+    python = override or setup.get("python") or host_python or "python3"
+    return uv_venv(root, deployment, setup.get("package", "vllm"), version, python,
+                   [pkg for p in uv for pkg in p.get("packages") or []], setup.get("overrides") or [])

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, choices, cudacompat, gpuhealth, schema, secret_table, staging
 from .contract import settings_of
-from .layout import NAME_RE, VENV_ROOT, uv_venv
+from .layout import NAME_RE, VENV_ROOT, plan_venv
 from .redact import shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -107,7 +107,6 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      # a role tunable of type path: the contract's host-path rule checked it before
                      uv_root=str(hostvars.get("vllm_fleet_uv_root") or VENV_ROOT).rstrip("/"),
                      uv_python=hostvars.get("vllm_fleet_uv_python") or None)
-
 
 
 def without_facts(host: HostInput) -> HostInput:
@@ -414,7 +413,9 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             slo=dict(dep.settings.get("slo") or {}), slo_max_regression=dep.settings.get("slo_max_regression"),
             stage=dict(stage, rack=mine[0].host.settings.get("rack")) if stage and engine is not None else None)
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
-        entry.venv = _uv_venv(dep.name, mine[0].host, entry)
+        host = mine[0].host
+        entry.venv = plan_venv(host.uv_root, dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
+                               [vars(p) for p in entry.processes], host.python, host.uv_python)
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
@@ -425,17 +426,6 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
     drain_targets(out)
     _check_reachable(dep, out)
     return {name: entry.to_dict() for name, entry in out.items()}
-
-
-def _uv_venv(deployment: str, host: HostInput, entry: HostPlan) -> Optional[Dict[str, Any]]:
-    """The uv engines' venv on this host (layout.uv_venv), None without uv engines."""
-    engines = [p for p in entry.processes if p.runtime == "uv" and p.kind in ("vllm", "omni")]
-    setup = (entry.accelerator_setup or {}).get("uv")
-    if not engines or not setup:
-        return None
-    python = host.uv_python or setup.get("python") or host.python or "python3"
-    return uv_venv(host.uv_root, deployment, setup["package"], entry.vllm_version, python,
-                   [pkg for p in engines for pkg in p.packages], setup.get("overrides") or [])
 
 
 def _check_driver(entry: HostPlan, host: HostInput, processes: Sequence[PlannedProcess],

@@ -14,9 +14,11 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-ENGINE_KINDS = ("vllm", "omni")
+from .hostplan import ENGINE_KINDS
+
 WORDS = {"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU", "xpu": "XPU", "tpu": "TPU"}
 CDI_GLOBS = ("/etc/cdi/nvidia*.yaml", "/etc/cdi/nvidia*.json", "/var/run/cdi/nvidia*.yaml", "/var/run/cdi/nvidia*.json")
 NVIDIA_HOOKS = ("nvidia-container-runtime-hook", "nvidia-container-runtime", "nvidia-ctk")
@@ -41,14 +43,6 @@ def settings_problem(plan: Mapping[str, Any], accelerator: str) -> Optional[str]
     return (f"the plan of {plan.get('deployment', '?')} carries no {WORDS.get(accelerator, accelerator)} settings "
             "(the accelerator_setup block, each engine's container / unit block): it was made by an older "
             "vllm-fleet. Deploy with deploy.yml (today's inventory) instead of rolling back to that revision.")
-
-
-def _which(name: str) -> Optional[str]:
-    for d in os.environ.get("PATH", "").split(os.pathsep):
-        path = os.path.join(d or ".", name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
 
 
 def needs_container_runtime(plan: Mapping[str, Any]) -> bool:
@@ -90,7 +84,7 @@ def probe_cuda(run: Run, plan: Mapping[str, Any], gpu: Mapping[str, Any], check_
         out["docker"] = {"runtimes": sorted(runtimes) if isinstance(runtimes, dict) else None,
                          "answer": (so or se or "no answer").strip()[:300]}
         out["cdi"] = sorted(p for g in CDI_GLOBS for p in glob.glob(g))
-        out["hook"] = next((p for p in map(_which, NVIDIA_HOOKS) if p), None)
+        out["hook"] = next((p for p in map(shutil.which, NVIDIA_HOOKS) if p), None)
     if check_fabricmanager and gpu.get("brand") == "nvidia" and nvswitch(gpu):
         rc, so, se = run(["systemctl", "is-active", "nvidia-fabricmanager"])
         out["fabricmanager"] = (so or "").strip() or (se or "").strip() or "not known"

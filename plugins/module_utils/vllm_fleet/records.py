@@ -16,7 +16,7 @@ import re
 import sys
 import tempfile
 
-from .layout import NAME_RE, VENV_ROOT, uv_venv
+from .layout import NAME_RE, VENV_ROOT, plan_venv
 from .secret_table import BY_ENV
 from .serving import DEFAULT_DRAIN_TIMEOUT
 
@@ -62,12 +62,12 @@ def todays_plan(plan):
     # recorded before the plan named the uv engines' venv: the one the uv role computed then, with
     # the default vllm_fleet_uv_root and this host's Python (the interpreter Ansible runs this
     # module with, which is the facts' python.executable the role used)
-    engines = [p for p in plan.get("processes") or [] if p.get("runtime") == "uv" and p.get("kind") in ("vllm", "omni")]
-    setup = (plan.get("accelerator_setup") or {}).get("uv") if isinstance(plan.get("accelerator_setup"), dict) else None
-    if "venv" not in plan and engines and setup and plan.get("deployment"):
-        plan["venv"] = uv_venv(VENV_ROOT, plan["deployment"], setup.get("package", "vllm"), plan.get("vllm_version"),
-                               setup.get("python") or sys.executable,
-                               [pkg for p in engines for pkg in p.get("packages") or []], setup.get("overrides") or [])
+    setup = plan.get("accelerator_setup")
+    if "venv" not in plan and plan.get("deployment"):
+        venv = plan_venv(VENV_ROOT, plan["deployment"], plan.get("vllm_version"),
+                         setup.get("uv") if isinstance(setup, dict) else None, plan.get("processes") or [], sys.executable)
+        if venv:
+            plan["venv"] = venv
     return plan
 
 
