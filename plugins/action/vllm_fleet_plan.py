@@ -23,8 +23,8 @@ from ansible.plugins.action import ActionBase
 try:
     from vllm_fleet import contract, loader
     from vllm_fleet.placement import is_engine_host
-    from vllm_fleet.plan import (PlanError, deployment_of, host_input, limit_cuts, plan, plan_fleet, plan_hash,
-                                  without_facts)
+    from vllm_fleet.plan import (PlanError, deployment_of, host_input, host_layout_of, limit_cuts, plan, plan_fleet,
+                                  plan_hash, without_facts)
 except ImportError as exc:  # the one setup mistake here: say what to run, not a traceback
     raise ImportError(f"vllm-fleet: the engine package vllm_fleet is not installed for {sys.executable}: "
                       "run `pip install -e .` in the vllm-fleet checkout") from exc
@@ -88,7 +88,9 @@ class ActionModule(ActionBase):
             _fail("vllm-fleet: the inventory breaks the contract (nothing was changed):", problems)
         if args.get("contract_only"):
             result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract",
-                          run={name: contract.run_options(values) for name, values in checked.items()})
+                          # each host's run options, and its roots (teardown, without a plan too)
+                          run={name: dict(contract.run_options(values), layout=host_layout_of(values, hostvars[name]))
+                               for name, values in checked.items()})
             return result
         digest_key = _digest_key(checked)
         inputs = [host_input(h, checked[h], hostvars[h], digest_key) for h in args["hosts"]

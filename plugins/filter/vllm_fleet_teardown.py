@@ -11,6 +11,7 @@ from ansible.errors import AnsibleFilterError
 # The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
 # Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
 # import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
+from vllm_fleet.layout import KEPT_SUFFIX, deployment_layout, removed_paths
 from vllm_fleet.pathrules import is_system_dir
 from vllm_fleet.planmodel import RESERVED
 
@@ -73,13 +74,15 @@ def owned_path(path, roots, prefix=None):
                              f"roots ({', '.join(map(str, roots))})")
 
 
-def teardown_targets(plan, recorded, orphans=False):
+def teardown_targets(plan, recorded, orphans=False, layout=None, purge_cache=False):
     """What teardown removes on a host, per deployment: the deployment of today's plan, every
     revision of it recorded on the host, and (``orphans``) every other recorded deployment.
     Each target: deployment, containers (with their kept ``-prev``), units (reverse start
     order: routers before the Mooncake store, the store before its master), processes (name and
     runtime of each, in that reverse order: what the runtime roles' remove picks its own from),
-    recorded paths."""
+    paths: the recorded paths plus the deployment's own (``layout``: the host's roots,
+    ``vllm_fleet_run.layout``; layout.removed_paths: venvs, config directory, legacy marker,
+    and with ``purge_cache`` its caches)."""
     targets = {}
 
     def add(name, processes, paths):
@@ -97,12 +100,16 @@ def teardown_targets(plan, recorded, orphans=False):
     out = []
     for name, entry in targets.items():
         procs = list(entry["processes"].items())
+        units = [n for n, rt in reversed(procs) if rt in ("uv", "service")]
+        own = removed_paths(deployment_layout(layout, name), bool(units), purge_cache) if layout else []
         out.append({
             "deployment": name,
-            "containers": [n + suffix for n, rt in procs if rt == "docker" for suffix in ("", "-prev")],
-            "units": [n for n, rt in reversed(procs) if rt in ("uv", "service")],
-            "processes": [{"name": n, "runtime": rt} for n, rt in reversed(procs)],
-            "paths": sorted(entry["paths"]),
+            "containers": [n + suffix for n, rt in procs if rt == "docker" for suffix in ("", KEPT_SUFFIX)],
+            "units": units,
+            # (docker: each with its containers, the kept previous revision's too)
+            "processes": [dict({"name": n, "runtime": rt}, **({"containers": [n, n + KEPT_SUFFIX]} if rt == "docker" else {}))
+                          for n, rt in reversed(procs)],
+            "paths": own + sorted(entry["paths"] - set(own)),
             "orphan": not plan or name != plan["deployment"],
         })
     return out

@@ -145,7 +145,7 @@ class HostPlan:
     health: Dict[str, Any] = _doc("the host's first process: enabled, port, served_model_name, kind")
     processes: List[PlannedProcess] = _doc("what the host runs (engines, routers, Mooncake services)")
     files: List[Dict[str, Any]] = _doc("config files: path, mode, content")
-    config_dir: str = _doc("directory of the deployment's config files")
+    config_dir: str = _doc("directory of the deployment's config files (layout.config_dir)")
     exposed: List[str] = _doc("engines answering beyond localhost without an API key")
     secret_files: List[Dict[str, str]] = _doc("secrets the host's processes read from files")
     secret_vars: Dict[str, str] = _doc("the secrets the host's processes get: env name -> the inventory variable "
@@ -178,6 +178,11 @@ class HostPlan:
         "the uv engines' venv (layout.uv_venv): root (<vllm_fleet_uv_root>/<deployment>), path (root/venv-<id of "
         "the package set>), python (what the venv is made with); left out without uv engines. Not hashed (its "
         "parts are: the version and packages in the processes, the Python a host fact)", default=None)
+    layout: Dict[str, Any] = _doc(
+        "every path of the deployment on this host (layout.deployment_layout): config_dir, venv_dir, overrides, "
+        "services_dir, services_venv, hf_cache, compile_cache, record_dir, legacy_marker, kept_suffix, and the host's "
+        "roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, roots: what teardown "
+        "removes from). The roles, teardown and the records read paths here. Not hashed", default_factory=dict)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(
         "the host's accelerator setup (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
         "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "

@@ -2,6 +2,10 @@
 spelled (nothing of the package imported, so the controller's engine and the modules on the
 hosts read the same constants).
 
+:func:`host_layout` takes a host's path tunables (the roles' defaults are these constants) and
+:func:`deployment_layout` derives every path of one deployment on that host from it: the plan
+carries the result (``HostPlan.layout``), teardown the host's part (``vllm_fleet_run.layout``),
+and the roles, playbooks and records read them; nothing else composes a path of the bundle.
 Every name a host plan leads to under them is listed by ``planmodel.host_names``."""
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ import re
 # A deployment's name: it becomes a directory and unit-name part under every root below
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 
+DATA_ROOT = "/var/lib/vllm-fleet"                   # vllm_fleet_uv_state_dir: the units' working directory
+STATE_DIR = f"{DATA_ROOT}/state"                    # vllm_fleet_state_dir: <deployment>/rev-<N>.json (records)
 CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
 VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
 HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"      # docker: <deployment>/ each; uv units: HF_HOME itself
@@ -23,6 +29,62 @@ COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
 MODEL_STORE = "/var/lib/vllm-fleet/models"          # staged snapshots, <org>--<name>--<revision>/ (staging)
 # vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
 STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"
+KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
+LEGACY_MARKER_SUFFIX = ".plan"   # <state_dir>/<deployment>.plan: the deployed plan's hash, before the records held it
+
+# The host's path tunables (inventory variables; the roles' defaults hold the same values) and
+# their values when unset
+HOST_TUNABLES = {
+    "uv_root": ("vllm_fleet_uv_root", VENV_ROOT),
+    "services_root": ("vllm_fleet_services_root", VENV_ROOT),
+    "workdir": ("vllm_fleet_uv_state_dir", DATA_ROOT),
+    "hf_cache_shared": ("vllm_fleet_uv_hf_cache", HF_CACHE_ROOT),
+    "state_dir": ("vllm_fleet_state_dir", STATE_DIR),
+}
+
+
+def host_layout(values):
+    """The bundle's roots on one host from its variables (``values``: a mapping of inventory
+    variable -> value; the contract checked each path before): the uv and services roots, the
+    units' working directory, the uv units' shared HF cache, the records' directory, the uv
+    tools venv, and ``roots``: the directories teardown removes from (each path is checked to lie
+    below one of them)."""
+    out = {key: str(values.get(var) or default).rstrip("/") or "/" for key, (var, default) in HOST_TUNABLES.items()}
+    out["uv_tools"] = f"{out['uv_root']}/tools"
+    out["uv_bin"] = f"{out['uv_tools']}/bin/uv"
+    out["roots"] = list(dict.fromkeys([out["uv_root"], out["services_root"], CONFIG_ROOT, DATA_ROOT,
+                                       out["workdir"], out["state_dir"]]))
+    return out
+
+
+def deployment_layout(host, deployment):
+    """Every path and derived name of one deployment on a host (``host``: :func:`host_layout`):
+    config_dir (config files; secrets/ below it), venv_dir (the uv engines' venvs; overrides
+    its uv overrides file), services_dir and services_venv (routers, Mooncake), hf_cache (the
+    containers' HF cache), compile_cache (<build>/ below it), record_dir (rev-<N>.json),
+    legacy_marker (the hash marker of records from before), kept_suffix (docker: the kept
+    previous container's name suffix), and the host's own entries (workdir, hf_cache_shared,
+    uv_tools, uv_bin, state_dir, roots)."""
+    dep = str(deployment)
+    if not NAME_RE.fullmatch(dep) or ".." in dep:
+        raise ValueError(f"vllm_fleet_deployment: {dep!r} is not a safe name")
+    out = dict(host)
+    out.update(config_dir=f"{CONFIG_ROOT}/{dep}", venv_dir=f"{host['uv_root']}/{dep}",
+               overrides=f"{host['uv_root']}/{dep}/overrides.txt",
+               services_dir=f"{host['services_root']}/{dep}", services_venv=f"{host['services_root']}/{dep}/services",
+               hf_cache=f"{HF_CACHE_ROOT}/{dep}", compile_cache=f"{COMPILE_CACHE_ROOT}/{dep}",
+               record_dir=f"{host['state_dir']}/{dep}", legacy_marker=f"{host['state_dir']}/{dep}{LEGACY_MARKER_SUFFIX}",
+               kept_suffix=KEPT_SUFFIX)
+    return out
+
+
+def removed_paths(layout, units, purge_cache):
+    """What teardown removes of one deployment (``layout``: :func:`deployment_layout`) besides
+    its processes and recorded paths: the venv directories when it ran units, the config
+    directory, the legacy marker, and with the cache purge its HF and compile caches."""
+    return list(dict.fromkeys(([layout["venv_dir"], layout["services_dir"]] if units else [])
+                              + [layout["config_dir"], layout["legacy_marker"]]
+                              + ([layout["hf_cache"], layout["compile_cache"]] if purge_cache else [])))
 
 
 def uv_venv(root, deployment, package, version, python, packages, overrides):

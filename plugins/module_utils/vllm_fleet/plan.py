@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, choices, cudacompat, gpuhealth, schema, secret_table, staging
 from .contract import settings_of
-from .layout import NAME_RE, VENV_ROOT, plan_venv
+from .layout import HOST_TUNABLES, NAME_RE, deployment_layout, host_layout, plan_venv
 from .redact import shown
 from .hostplan import HostPlan, PlannedProcess
 from .loader import Catalog
@@ -31,7 +31,7 @@ from .render import RenderError
 from .rendermodel import Request
 from .shell import vllm_shell
 from .topology import ranges as gpu_ranges
-from .planmodel import CONFIG_ROOT, Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash
+from .planmodel import Deployment, HostInput, PlanError, Slot, default_deployment, plan_hash
 from .planargv import LOOPBACK, flag_values, listen_address
 from .vllmargs import whole
 from .machines import check_cores, check_gpus, check_machines, check_names, mark_idle_gpus
@@ -104,9 +104,17 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      check_gpus=checked.get("vllm_fleet_preflight_check_gpus") is not False,
                      check_vram=checked.get("vllm_fleet_preflight_check_vram") is not False,
                      python=(facts.get("python") or {}).get("executable"),
-                     # a role tunable of type path: the contract's host-path rule checked it before
-                     uv_root=str(hostvars.get("vllm_fleet_uv_root") or VENV_ROOT).rstrip("/"),
-                     uv_python=hostvars.get("vllm_fleet_uv_python") or None)
+                     uv_python=hostvars.get("vllm_fleet_uv_python") or None,
+                     # role tunables of type path and the state_dir run option: the contract's
+                     # host-path rule checked each before
+                     layout=host_layout_of(checked, hostvars))
+
+
+def host_layout_of(checked: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Dict[str, Any]:
+    """The bundle's roots on a host (layout.host_layout) from its path tunables: the state_dir run
+    option (contract-checked) and the roles' root tunables (vllm_fleet_uv_root, ...; the
+    contract's host-path rule checked each before)."""
+    return host_layout({var: checked.get(var) or hostvars.get(var) for var, _ in HOST_TUNABLES.values()})
 
 
 def without_facts(host: HostInput) -> HostInput:
@@ -374,6 +382,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             if profile.get("generation") == "xpu":
                 accelerator_name = "xpu"
         gpus = int(profile.get("gpu_count") or 1)
+        layout = deployment_layout(mine[0].host.layout, dep.name)
         entry = HostPlan(
             deployment=dep.name, recipe=req.hf_id, variant=req.variant, hardware=req.hardware,
             strategy=req.strategy, kv_offload=req.kv_offload, deploy_type=dep.deploy_type,
@@ -400,7 +409,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
                     "kind": first.health.get("request", "none")},
             processes=processes,
             files=sorted(files.values(), key=lambda f: f["path"]),
-            config_dir=f"{CONFIG_ROOT}/{dep.name}",
+            config_dir=layout["config_dir"], layout=layout,
             # engines that answer beyond localhost with no API key (the run summary warns)
             exposed=[p.name for p in processes if p.kind in ("vllm", "omni") and p.serves_http
                      and (p.bind or "0.0.0.0") not in LOOPBACK and "VLLM_API_KEY" not in p.secret_env],
@@ -414,7 +423,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             stage=dict(stage, rack=mine[0].host.settings.get("rack")) if stage and engine is not None else None)
         accelerator.attach(entry, mine[0].host.settings, plan_hash)   # container / unit / uv blocks
         host = mine[0].host
-        entry.venv = plan_venv(host.uv_root, dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
+        entry.venv = plan_venv(host.layout["uv_root"], dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
                                [vars(p) for p in entry.processes], host.python, host.uv_python)
         entry.hash = plan_hash(entry.hashed())
         out[host_name] = entry

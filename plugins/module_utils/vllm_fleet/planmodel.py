@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .layout import COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT  # noqa: F401 (re-exported)
+from .layout import (COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, KEPT_SUFFIX, LEGACY_MARKER_SUFFIX,  # noqa: F401 (re-exported)
+                     NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT, deployment_layout, host_layout)
 from .rendermodel import Process, Request
 
 
@@ -17,12 +18,9 @@ DEFAULT_PORT = 8000
 
 ROCM_BRAND_KEYS = ("amd",)
 
-# The bundle's roots on a host (layout.py; the roles' defaults feed the same values) and the
-# suffixes it derives names with. Every name a host plan leads to on its host is listed by
-# host_names() below: add a new one there.
-STATE_DIR = "<vllm_fleet_state_dir>"        # a run option (default /var/lib/vllm-fleet/state)
-KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
-MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's hash (playbooks/_deploy.yml)
+# The bundle's roots on a host and the names derived under them: layout.py. Every name a host
+# plan leads to on its host is listed by host_names() below: add a new one there.
+STATE_DIR_PLACEHOLDER = "<vllm_fleet_state_dir>"   # a run option: two machines' names are compared without it
 
 # Names under the bundle's roots that are the bundle's own, on every machine: no deployment may
 # derive one (teardown would remove it with the deployment).
@@ -58,10 +56,11 @@ class HostInput:
     check_gpus: bool = True
     check_vram: bool = True
     # the uv engines' venv (layout.uv_venv): the host's Python (facts; None: not read, as the CLI
-    # plans), vllm_fleet_uv_root and vllm_fleet_uv_python (role tunables the inventory may set)
+    # plans) and vllm_fleet_uv_python (a role tunable the inventory may set)
     python: Optional[str] = None
-    uv_root: str = VENV_ROOT
     uv_python: Optional[str] = None
+    # the bundle's roots on the host (layout.host_layout of its path tunables: vllm_fleet_uv_root, ...)
+    layout: Dict[str, Any] = field(default_factory=lambda: host_layout({}))
     # False (status, teardown: fit_checks off): the layout comes from the inventory alone, not
     # fitted to today's GPU count, so a host that lost a GPU still shows and tears down: a GPU
     # set naming a GPU the facts no longer list, a fixed replica count beyond today's GPUs and a
@@ -105,8 +104,10 @@ def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
     which two deployments on one machine must never meet (machines.check_names). Containers
     with their kept previous revision, units with their env files, the deployment's config
     directory, venv directory (uv / services), plan marker, revision records and HF cache: what
-    deploy writes and teardown removes (playbooks/tasks/remove_deployment.yml)."""
+    deploy writes and teardown removes (playbooks/tasks/remove_deployment.yml), at the default
+    roots plus the plan's own (``layout``)."""
     dep = str(host_plan["deployment"])
+    paths = deployment_layout(host_layout({"vllm_fleet_state_dir": STATE_DIR_PLACEHOLDER}), dep)
     out: List[Tuple[str, str, str]] = []
     units = False
     for proc in host_plan.get("processes") or []:
@@ -118,13 +119,13 @@ def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
             units = True
             out += [("unit", f"{name}.service", "a systemd unit"),
                     ("path", f"{CONFIG_ROOT}/{name}.env", f"the env file of unit {name}")]
-    out.append(("path", str(host_plan.get("config_dir") or f"{CONFIG_ROOT}/{dep}"), "the config directory"))
+    out.append(("path", paths["config_dir"], "the config directory"))
     if units:
-        out.append(("path", f"{VENV_ROOT}/{dep}", "the venv directory"))
-    out += [("path", f"{STATE_DIR}/{dep}{MARKER_SUFFIX}", "the plan marker"),
-            ("path", f"{STATE_DIR}/{dep}", "the revision records"),
-            ("path", f"{HF_CACHE_ROOT}/{dep}", "the Hugging Face cache (teardown's purge removes it)"),
-            ("path", f"{COMPILE_CACHE_ROOT}/{dep}", "the compile caches (teardown's purge removes them)")]
+        out.append(("path", paths["venv_dir"], "the venv directory"))
+    out += [("path", paths["legacy_marker"], "the plan marker"),
+            ("path", paths["record_dir"], "the revision records"),
+            ("path", paths["hf_cache"], "the Hugging Face cache (teardown's purge removes it)"),
+            ("path", paths["compile_cache"], "the compile caches (teardown's purge removes them)")]
     return out
 
 

@@ -16,11 +16,10 @@ import re
 import sys
 import tempfile
 
-from .layout import NAME_RE, VENV_ROOT, plan_venv
+from .layout import LEGACY_MARKER_SUFFIX, NAME_RE, VENV_ROOT, deployment_layout, host_layout, plan_venv
 from .secret_table import BY_ENV
 from .serving import DEFAULT_DRAIN_TIMEOUT
 
-LEGACY_MARKER_SUFFIX = ".plan"     # <state_dir>/<deployment>.plan: the deployed plan's hash, before the records held it
 
 REV = re.compile(r"^rev-([0-9]{1,9})\.json\Z")
 
@@ -41,7 +40,8 @@ def todays_plan(plan):
     the host's accelerator setup (name, unit, uv) as ``accelerator``; today these are
     ``accelerator`` and ``accelerator_setup``. Plans recorded before ``secret_vars`` get it from
     their processes' secret names, plans recorded before ``drain_timeout`` the old default, plans
-    recorded before ``venv`` the venv the uv role computed then. Every read of a record comes through here, so
+    recorded before ``venv`` the venv the uv role computed then, plans recorded before ``layout`` the
+    default roots' paths. Every read of a record comes through here, so
     rollback.yml and a failed rollout's restore hand the roles a plan they accept. The hash is
     the recorded one (it covers the processes and files, which kept their keys)."""
     if not isinstance(plan, dict):
@@ -68,6 +68,9 @@ def todays_plan(plan):
                          setup.get("uv") if isinstance(setup, dict) else None, plan.get("processes") or [], sys.executable)
         if venv:
             plan["venv"] = venv
+    # recorded before the plan carried its paths: the default roots'
+    if "layout" not in plan and NAME_RE.fullmatch(str(plan.get("deployment") or "")):
+        plan["layout"] = deployment_layout(host_layout({}), plan["deployment"])
     return plan
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from . import secret_table
-from .layout import MODEL_STORE, NAME_RE
+from .layout import MODEL_STORE, NAME_RE, STATE_DIR
 
 PREFIX = "vllm_fleet_"
 # Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
@@ -283,7 +283,7 @@ VARIABLES: Tuple[Var, ...] = (
     Var("state_dir", "str", "Where each host records what it runs (teardown removes from it): an absolute path in "
         "normal form, not a system directory nor inside `/etc`, `/usr` (but `/usr/local/...`), `/proc`, `/sys`, "
         "`/dev`, `/boot`.", scope="run",
-        default="/var/lib/vllm-fleet/state", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        default=STATE_DIR, pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
         pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
     Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
         pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}\Z"), pattern_hint="one line of at most 500 characters"),

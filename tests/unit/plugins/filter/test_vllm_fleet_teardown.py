@@ -65,7 +65,8 @@ def test_teardown_targets_join_the_plan_and_the_hosts_records():
     assert targets == [{"deployment": "minilm", "containers": ["vllm-fleet-minilm", "vllm-fleet-minilm-prev"],
                         "units": ["vllm-fleet-minilm-router"], "paths": ["/opt/vllm-fleet/minilm"], "orphan": False,
                         "processes": [{"name": "vllm-fleet-minilm-router", "runtime": "service"},
-                                      {"name": "vllm-fleet-minilm", "runtime": "docker"}]}]
+                                      {"name": "vllm-fleet-minilm", "runtime": "docker",
+                                       "containers": ["vllm-fleet-minilm", "vllm-fleet-minilm-prev"]}]}]
     with_orphans = paths.teardown_targets(plan, recorded, orphans=True)
     assert [t["deployment"] for t in with_orphans] == ["minilm", "old-name"]
     assert with_orphans[1] == {"deployment": "old-name", "containers": [], "units": ["vllm-fleet-old-name"],
@@ -74,3 +75,25 @@ def test_teardown_targets_join_the_plan_and_the_hosts_records():
     # a host without a plan (its group left the inventory): only its records, and only on request
     assert paths.teardown_targets(None, recorded) == []
     assert [t["deployment"] for t in paths.teardown_targets(None, recorded, orphans=True)] == ["minilm", "old-name"]
+
+
+def test_teardown_targets_add_each_deployments_own_paths_from_the_hosts_layout():
+    """The paths come from layout.deployment_layout over the host's roots (vllm_fleet_run.layout),
+    for an orphan too; caches only with the purge; a root tunable moves them."""
+    from vllm_fleet.layout import host_layout
+
+    recorded = {"old-name": _record([{"name": "vllm-fleet-old-name", "runtime": "uv"}], ["/etc/vllm-fleet/old-name/x.json"])}
+    layout = host_layout({"vllm_fleet_uv_root": "/srv/venvs", "vllm_fleet_state_dir": "/srv/state"})
+    [target] = paths.teardown_targets(None, recorded, True, layout)
+    assert target["paths"] == ["/srv/venvs/old-name", "/opt/vllm-fleet/old-name", "/etc/vllm-fleet/old-name",
+                               "/srv/state/old-name.plan", "/etc/vllm-fleet/old-name/x.json"]
+    [purged] = paths.teardown_targets(None, recorded, True, layout, True)
+    assert purged["paths"][-3:-1] == ["/var/lib/vllm-fleet/hf-cache/old-name",
+                                      "/var/lib/vllm-fleet/compile-cache/old-name"]
+    # a container deployment: no venv directory
+    plan = {"deployment": "minilm", "processes": [{"name": "vllm-fleet-minilm", "runtime": "docker"}]}
+    [own] = paths.teardown_targets(plan, {}, False, host_layout({}))
+    assert own["paths"] == ["/etc/vllm-fleet/minilm", "/var/lib/vllm-fleet/state/minilm.plan"]
+    # every one of them passes the path guard against the host's roots
+    for path in target["paths"] + purged["paths"] + own["paths"]:
+        assert paths.owned_path(path, layout["roots"] + ["/opt/vllm-fleet"]) == path

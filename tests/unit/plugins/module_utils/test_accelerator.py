@@ -10,6 +10,7 @@ import pytest
 from vllm_fleet import accelerator, contract, loader
 from vllm_fleet import plan as plan_module
 from vllm_fleet.plan import HostInput, plan_fleet
+from vllm_fleet.layout import host_layout
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
@@ -191,7 +192,7 @@ def test_the_uv_venv_is_the_plans_one_per_package_set(cat):
     # the ROCm setup's Python wins over the host's; vllm_fleet_uv_python over both; a root moves it
     rocm = planned(cat, replace(gpu_host(hw="mi300x", render=True, runtime="uv", vllm_version="0.11.0"), python="/x"))
     assert rocm["venv"]["python"] == "3.12"
-    moved = planned(cat, replace(host, uv_root="/srv/venvs", uv_python="3.11"))
+    moved = planned(cat, replace(host, layout=host_layout({"vllm_fleet_uv_root": "/srv/venvs"}), uv_python="3.11"))
     assert moved["venv"]["path"].startswith("/srv/venvs/m1/venv-") and moved["venv"]["python"] == "3.11"
     assert moved["venv"]["path"] != p["venv"]["path"] and moved["hash"] == p["hash"]   # not hashed
     # docker engines have no venv

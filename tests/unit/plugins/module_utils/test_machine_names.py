@@ -11,7 +11,8 @@ import pytest
 from vllm_fleet import loader
 from vllm_fleet.machines import check_names, machine_of
 from vllm_fleet.plan import HostInput, plan_fleet
-from vllm_fleet.planmodel import COMPILE_CACHE_ROOT, HF_CACHE_ROOT, RESERVED, STATE_DIR, VENV_ROOT, host_names
+from vllm_fleet.planmodel import COMPILE_CACHE_ROOT, HF_CACHE_ROOT, RESERVED, VENV_ROOT
+from vllm_fleet.planmodel import STATE_DIR_PLACEHOLDER as STATE_DIR, host_names
 
 ROOT = Path(__file__).resolve().parents[4]
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from module_runner import module_argv
+from vllm_fleet.layout import deployment_layout, host_layout
 
 ROOT = Path(__file__).resolve().parents[4]
 MODULE = ROOT / "plugins" / "modules" / "vllm_fleet_revision.py"
@@ -97,6 +98,8 @@ def test_deployment_numbers_and_what_a_host_ran_at_a_revision(tmp_path):
 # ---- records written before the plan's keys were renamed --------------------------------------
 
 API_KEY = {"VLLM_API_KEY": "vllm_fleet_api_key"}
+# a record from before the plan carried its paths gets the default roots' (layout.py)
+OLD_LAYOUT = deployment_layout(host_layout({}), "minilm")
 OLD_SETUP = {"name": "rocm", "unit": {"groups": ["video", "render"], "env": {"VLLM_ROCM_USE_AITER": "1"}},
              "uv": {"python": "3.12"}}
 
@@ -122,19 +125,23 @@ def test_an_old_record_reads_back_under_todays_keys(tmp_path):
     at1 = run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"]
     # and older than the plan's drain_timeout: the drain role's default then (120 s)
     assert at1 == dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars=API_KEY,
-                       drain_timeout=120)
+                       drain_timeout=120, layout=OLD_LAYOUT)
+    assert at1["layout"]["record_dir"] == "/var/lib/vllm-fleet/state/minilm"
     at2 = run(tmp_path, state="read", deployment="minilm", revision="2")["selected"]["plan"]
-    assert at2 == dict(plan("h2"), accelerator="cpu", secret_vars=API_KEY, drain_timeout=120) and "vendor" not in json.dumps(at2)
+    assert at2 == dict(plan("h2"), accelerator="cpu", secret_vars=API_KEY, drain_timeout=120, layout=OLD_LAYOUT) and "vendor" not in json.dumps(at2)
     current = run(tmp_path, state="read")["deployments"]["minilm"]["record"]
     assert current["hash"] == "h3" and current["plan"]["secret_vars"] == dict(API_KEY, HF_TOKEN="vllm_fleet_hf_token")
 
 
 def test_a_new_record_reads_back_unchanged(tmp_path):
-    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars={}, drain_timeout=300)
+    layout = deployment_layout(host_layout({"vllm_fleet_uv_root": "/srv/venvs"}), "minilm")
+    today = dict(plan("h1"), accelerator="rocm", accelerator_setup=OLD_SETUP, secret_vars={}, drain_timeout=300,
+                 layout=layout)
     run(tmp_path, state="recorded", deployment="minilm", plan=today)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == today
     assert run(tmp_path, state="read", deployment="minilm", revision="1")["selected"]["plan"] == today
-    none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY, drain_timeout=0)
+    none = dict(plan("h2"), accelerator="none", accelerator_setup=None, secret_vars=API_KEY, drain_timeout=0,
+                layout=layout)
     run(tmp_path, state="recorded", deployment="minilm", plan=none)
     assert run(tmp_path, state="read")["deployments"]["minilm"]["record"]["plan"] == none
 
