@@ -71,6 +71,14 @@ options:
         log needs root (or C(CAP_SYSLOG)) where C(kernel.dmesg_restrict) is set.
     type: bool
     default: false
+  host_facts:
+    description:
+      - Also gather the host's facts, as M(ansible.builtin.setup) with this C(gather_subset) does
+        (for example C([min, network])), in the same call: one remote round trip for both. Local
+        facts (C(/etc/ansible/facts.d)) are not read. Empty (the default) gathers none.
+    type: list
+    elements: str
+    default: []
 attributes:
   check_mode:
     support: full
@@ -525,9 +533,11 @@ def main():
             rocm_smi_path=dict(type="path"),
             require_gpu=dict(type="bool", default=False),
             health=dict(type="bool", default=False),
+            host_facts=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
+    host = gather_host_facts(module, module.params["host_facts"]) if module.params["host_facts"] else {}
     p = module.params
     explicit = {"nvidia-smi": p["nvidia_smi_path"], "amd-smi": p["amd_smi_path"],
                 "rocm-smi": p["rocm_smi_path"]}
@@ -553,10 +563,28 @@ def main():
         facts, warnings = resolve(facts, hardware=p["hardware"], require_gpu=p["require_gpu"])
     except HardwareError as exc:
         facts.pop("_gpus", None)
-        module.fail_json(msg=str(exc), ansible_facts={"vllm_fleet_gpu": facts})
+        module.fail_json(msg=str(exc), ansible_facts=dict(host, vllm_fleet_gpu=facts))
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(changed=False, ansible_facts={"vllm_fleet_gpu": facts})
+    module.exit_json(changed=False, ansible_facts=dict(host, vllm_fleet_gpu=facts))
+
+
+def gather_host_facts(module, subset):
+    """The host's facts for ``gather_subset`` ``subset``, collected and named exactly as
+    ansible.builtin.setup collects and names them (``ansible_`` prefixed; the same minimal set)."""
+    from ansible.module_utils.facts import ansible_collector, default_collectors
+    from ansible.module_utils.facts.namespace import PrefixFactNamespace
+
+    minimal = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
+                         "lsb", "pkg_mgr", "platform", "python", "selinux", "service_mgr", "ssh_pub_keys", "user"])
+    try:
+        collector = ansible_collector.get_ansible_collector(
+            all_collector_classes=default_collectors.collectors,
+            namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+            filter_spec=[], gather_subset=subset, gather_timeout=10, minimal_gather_subset=minimal)
+    except Exception as exc:   # a bad subset name: say which
+        module.fail_json(msg="host_facts: %s" % exc)
+    return collector.collect(module=module)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ How things are counted:
 
 Settings variations (`--variants all`, on the largest fleet; each: clean state, first run,
 re-run): forks 5/16/32/50, pipelining off, ControlPersist off, full fact gathering (a copy of
-deploy.yml with gather_subset [all]), jsonfile fact cache, strategy free, Mitogen (pip-installed
+_plan.yml with host_facts [all]), jsonfile fact cache, strategy free, Mitogen (pip-installed
 into a throwaway --target dir). The baseline is ansible.cfg as committed.
 
     python3 -m nox -s bench_deploy                       # sizes 1, 8, 32; baseline only
@@ -78,10 +78,10 @@ VARIANTS = {
                           {"ANSIBLE_SSH_ARGS": "-o ControlMaster=no -o ControlPath=none"}, None),
     "controlpersist-30m": ("ControlPersist 30m (masters outlive the run)",
                            {"ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=30m"}, None),
-    "gather-full": ("fact gathering gather_subset [all] (playbook copy)", {},
-                    ("gather_subset: [min, network]", "gather_subset: [all]")),
-    "gather-min": ("fact gathering gather_subset [min] (playbook copy; no network facts)", {},
-                   ("gather_subset: [min, network]", "gather_subset: [min]")),
+    "gather-full": ("fact gathering host_facts [all] (playbook copy)", {},
+                    ("host_facts: [min, network]", "host_facts: [all]")),
+    "gather-min": ("fact gathering host_facts [min] (playbook copy; no network facts)", {},
+                   ("host_facts: [min, network]", "host_facts: [min]")),
     "factcache-jsonfile": ("fact_caching jsonfile (gathering smart): the re-run skips setup",
                            {"ANSIBLE_CACHE_PLUGIN": "jsonfile", "ANSIBLE_CACHE_PLUGIN_TIMEOUT": "86400"}, None),
     "free": ("strategy free", {"ANSIBLE_STRATEGY": "free"}, None),

@@ -1109,3 +1109,35 @@ def test_e2e_explicit_hardware(e2e):
     assert (facts["hardware"], facts["detected"], facts["detected_hardware"]) == ("h100", False, "h200")
     # ansible-core >= 2.19 returns warnings as structured objects, older releases as strings
     assert any("looks like 'h200'" in json.dumps(w) for w in result.get("warnings", []))
+
+
+# ---- host facts in the same call (the preamble's one remote read) ------------------------------
+
+def _run_module(tmp_path, **args):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from module_runner import module_argv
+
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run(module_argv(MODULE_PATH, path), capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": f"{FAKES}:{os.environ['PATH']}", "FAKE_GPU_PROFILE": "h200x8"})
+    return json.loads(proc.stdout)
+
+
+def test_host_facts_come_with_the_gpu_facts_named_as_setup_names_them(tmp_path):
+    """host_facts [min, network]: what the planner reads of setup's facts (addresses, interfaces,
+    the Python, the service manager) beside vllm_fleet_gpu, from the FAKE nvidia-smi's H200 x 8."""
+    out = _run_module(tmp_path, host_facts=["min", "network"])
+    facts = out["ansible_facts"]
+    assert out.get("failed") is not True, out
+    assert facts["vllm_fleet_gpu"]["count"] == 8 and facts["vllm_fleet_gpu"]["hardware"] == "h200"
+    assert "lo" in facts["ansible_interfaces"] and facts["ansible_all_ipv4_addresses"] is not None
+    assert facts["ansible_python"]["executable"] == sys.executable
+    assert facts["ansible_service_mgr"] and "ansible_distribution" in facts
+    assert "ansible_mounts" not in facts and "ansible_local" in facts   # the min subset only; no facts.d read
+    # without host_facts: the GPU facts alone, as before
+    alone = _run_module(tmp_path)["ansible_facts"]
+    assert list(alone) == ["vllm_fleet_gpu"]
+    # a subset setup does not know is refused naming the option
+    bad = _run_module(tmp_path, host_facts=["min", "nosuch"])
+    assert bad["failed"] is True and bad["msg"].startswith("host_facts: ") and "nosuch" in bad["msg"]
