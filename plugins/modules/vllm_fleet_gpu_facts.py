@@ -74,7 +74,7 @@ options:
   host_facts:
     description:
       - Also gather the host's facts, as M(ansible.builtin.setup) with this C(gather_subset) does
-        (for example C([min, network])), in the same call: one remote round trip for both. Local
+        (for example C([min, network])), in the same call (one remote round trip for both). Local
         facts (C(/etc/ansible/facts.d)) are not read. Empty (the default) gathers none.
     type: list
     elements: str

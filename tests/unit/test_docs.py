@@ -65,7 +65,7 @@ QUIET = {"-q", "--quiet"}
 
 
 def doc_files() -> List[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(DOCS.glob("*.md")), *sorted((ROOT / "roles").glob("*/README.md"))]
 
 
 # -- links ---------------------------------------------------------------------------------------
@@ -465,3 +465,19 @@ def test_command_checker(block, problem):
         assert got == []
     else:
         assert len(got) == 1 and problem in got[0], got
+
+
+@pytest.mark.parametrize("role", sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "meta").is_dir()))
+def test_each_role_has_a_readme_naming_its_entry_points_and_tunables(role):
+    """A short README per role: what it does, its entry points, every tunable its
+    meta/argument_specs.yml declares under the role's own prefix, and what it needs."""
+    path = ROOT / "roles" / role / "README.md"
+    assert path.is_file(), f"roles/{role}: no README.md"
+    text = path.read_text(encoding="utf-8")
+    for heading in ("## Entry points", "## Tunables", "## Needs"):
+        assert heading in text, f"roles/{role}/README.md: no {heading!r} section"
+    specs = yaml.safe_load((ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    missing = [f"{entry} (entry point)" for entry in specs if f"`{entry}`" not in text]
+    missing += sorted({o for spec in specs.values() for o in (spec.get("options") or {})
+                       if o.startswith(role + "_") and f"`{o}`" not in text})
+    assert not missing, f"roles/{role}/README.md does not name: {', '.join(missing)}"

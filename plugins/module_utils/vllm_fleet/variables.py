@@ -392,6 +392,11 @@ INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes
 INTERNAL_PREFIXES = {"vllm_fleet_systemd_": "the runtime's own variables (vllm_fleet_uv_*, vllm_fleet_services_*)"}
 
 
+# each role's check of the plan it is handed (vllm_fleet_<role>_plan_checked, its vars/main.yml)
+INTERNAL_SUFFIXES = ("_plan_checked",)
+
+
 def internal(name: str) -> bool:
-    """A name the bundle sets itself (INTERNAL or an INTERNAL_PREFIXES prefix), never an operator's."""
-    return name in INTERNAL or name.startswith(tuple(INTERNAL_PREFIXES))
+    """A name the bundle sets itself (INTERNAL, an INTERNAL_PREFIXES prefix or an INTERNAL_SUFFIXES
+    suffix), never an operator's."""
+    return name in INTERNAL or name.startswith(tuple(INTERNAL_PREFIXES)) or name.endswith(INTERNAL_SUFFIXES)

@@ -231,7 +231,9 @@ def test_internal_variables_from_the_inventory_are_refused(tmp_path):
     (["-e", '{"vllm_fleet_run": {"state_dir": "/etc"}}'], "vllm_fleet_run"),
     (["-e", "vllm_fleet_current=true"], "vllm_fleet_current"),
     (["-e", "vllm_fleet_change_note=max-model-len 4096"], "vllm_fleet_change_note"),
-], ids=["fit-checks", "run-json", "current", "note-cut-at-space"])
+    # a role's check of its plan (its vars/main.yml) cannot be switched off from outside
+    (["-e", "vllm_fleet_docker_plan_checked=true"], "vllm_fleet_docker_plan_checked"),
+], ids=["fit-checks", "run-json", "current", "note-cut-at-space", "plan-checked"])
 def test_internal_variables_and_cut_values_from_extra_vars_are_refused(tmp_path, extra, var):
     run = _play(tmp_path, _inventory({"e1": _host("10.8.7.1", **H200)}), *extra)
     assert run.rc != 0, run.out[-3000:]

@@ -15,8 +15,6 @@ ROOT = Path(__file__).resolve().parents[4]
 ENGINE = ROOT / "plugins" / "module_utils" / "vllm_fleet"
 MODULES = sorted(p for p in ENGINE.rglob("*.py") if "__pycache__" not in p.parts)
 MAX_LINES = 600
-# engine code that still names a role file, and why (none other may)
-ROLE_FILES_ALLOWED = {"hostplan.py": "--update-specs writes the plan's spec into the roles' argument_specs"}
 
 
 def _name(path: Path) -> str:
@@ -54,20 +52,13 @@ def _strings(tree: ast.AST):
     return [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if _name(p) not in ROLE_FILES_ALLOWED], ids=_name)
+@pytest.mark.parametrize("path", MODULES, ids=_name)
 def test_no_engine_module_reads_a_role_file(path):
     """The roles' argument_specs and defaults are read on Ansible's side (the plan action),
     and handed to the contract's check as arguments."""
     found = [n.lineno for n in _strings(ast.parse(path.read_text(encoding="utf-8")))
              if "argument_specs" in n.value or "defaults/main" in n.value]
     assert not found, f"{_name(path)} names a role file (lines {found})"
-
-
-def test_the_exceptions_still_name_a_role_file():
-    """Each exception above is still needed: remove its entry when its module stops."""
-    for name in ROLE_FILES_ALLOWED:
-        strings = _strings(ast.parse((ENGINE / name).read_text(encoding="utf-8")))
-        assert any("argument_specs" in n.value for n in strings), f"{name} names no role file: drop its exception"
 
 
 @pytest.mark.parametrize("path", sorted(p for p in (ROOT / "plugins").rglob("*.py") if "__pycache__" not in p.parts),
