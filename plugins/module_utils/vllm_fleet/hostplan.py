@@ -182,8 +182,9 @@ class HostPlan:
     layout: Dict[str, Any] = _doc(
         "every path of the deployment on this host (layout.deployment_layout): config_dir, venv_dir, overrides, "
         "services_dir, services_venv, hf_cache, compile_cache, record_dir, legacy_marker, kept_suffix, and the host's "
-        "roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, roots: what teardown "
-        "removes from). The roles, teardown and the records read paths here. Not hashed", default_factory=dict)
+        "roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, prometheus_debs, roots: "
+        "what teardown removes from). The roles, teardown and the records read paths here. Not hashed",
+        default_factory=dict)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(
         "the host's accelerator setup (accelerator.py): name, unit (its uv units' block), uv (what uv installs: python, "
         "install_args, package, cpu_fixups, overrides, os_packages); None: a host without engines or an "

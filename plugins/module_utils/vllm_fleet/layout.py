@@ -19,6 +19,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 
 DATA_ROOT = "/var/lib/vllm-fleet"                   # vllm_fleet_uv_state_dir: the units' working directory
 STATE_DIR = f"{DATA_ROOT}/state"                    # vllm_fleet_state_dir: <deployment>/rev-<N>.json (records)
+PACKAGE_CACHE = "/var/cache/vllm-fleet"             # packages the controller copies to a host (prometheus-debs/)
 CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
 VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
 HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"      # docker: <deployment>/ each; uv units: HF_HOME itself
@@ -47,11 +48,12 @@ def host_layout(values):
     """The bundle's roots on one host from its variables (``values``: a mapping of inventory
     variable -> value; the contract checked each path before): the uv and services roots, the
     units' working directory, the uv units' shared HF cache, the records' directory, the uv
-    tools venv, and ``roots``: the directories teardown removes from (each path is checked to lie
+    tools venv, the Prometheus packages' copy (monitoring.yml), and ``roots``: the directories teardown removes from (each path is checked to lie
     below one of them)."""
     out = {key: str(values.get(var) or default).rstrip("/") or "/" for key, (var, default) in HOST_TUNABLES.items()}
     out["uv_tools"] = f"{out['uv_root']}/tools"
     out["uv_bin"] = f"{out['uv_tools']}/bin/uv"
+    out["prometheus_debs"] = f"{PACKAGE_CACHE}/prometheus-debs"   # monitoring.yml's install (vllm_fleet_prometheus)
     out["roots"] = list(dict.fromkeys([out["uv_root"], out["services_root"], CONFIG_ROOT, DATA_ROOT,
                                        out["workdir"], out["state_dir"]]))
     return out
