@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from helpers import docker_inspect, playbook
+from vllm_fleet.layout import deployment_layout, host_layout
 
 pytestmark = pytest.mark.e2e
 
@@ -106,8 +107,9 @@ def digest_fleet(make_fleet):
 
 def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, digest_ref, tmp_path):
     state = Path(digest_fleet.info["state_dir"])
-    # a whole plan (the roles' argument_specs declare every key, generated from hostplan.py),
-    # with the CPU accelerator's blocks (accelerator_setup, container) as accelerator.py makes them
+    # a whole plan (each role checks it against hostplan.py's types: vllm_fleet.plancheck), with the
+    # CPU accelerator's blocks (accelerator_setup, container) as accelerator.py makes them and the
+    # paths as layout.py derives them
     plan = {
         "deployment": "e2e-digest", "recipe": "test/digest", "variant": "default", "deploy_type": "single_node",
         "node_count": 1, "features": [], "runtime": "docker", "accelerator": "cpu", "gpu_count": 0,
@@ -116,6 +118,7 @@ def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, diges
         "files": [], "config_dir": "/etc/vllm-fleet/e2e-digest", "exposed": [], "secret_files": [], "secret_vars": {},
         "hash": "digesthost012345", "drain_timeout": 120, "slo": {}, "slo_max_regression": None,
         "accelerator_setup": {"name": "cpu", "unit": {"groups": [], "env": {}}, "uv": {}},
+        "layout": deployment_layout(host_layout({"vllm_fleet_state_dir": str(state)}), "e2e-digest"),
         "processes": [{"name": CONTAINER, "kind": "vllm", "role": "single", "rank": 0, "phase": "engine",
                        "runtime": "docker", "image": digest_ref, "argv": ARGV, "env": {}, "secret_env": [],
                        "mounts": [], "packages": [], "model_path": None, "port": 18791, "serves_http": False,
