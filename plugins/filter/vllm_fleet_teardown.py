@@ -102,12 +102,13 @@ def teardown_targets(plan, recorded, orphans=False, layout=None, purge_cache=Fal
         procs = list(entry["processes"].items())
         units = [n for n, rt in reversed(procs) if rt in ("uv", "service")]
         own = removed_paths(deployment_layout(layout, name), bool(units), purge_cache) if layout else []
+        # docker: each process's containers, its kept previous revision's too
+        containers = {n: [n, n + KEPT_SUFFIX] for n, rt in procs if rt == "docker"}
         out.append({
             "deployment": name,
-            "containers": [n + suffix for n, rt in procs if rt == "docker" for suffix in ("", KEPT_SUFFIX)],
+            "containers": [c for pair in containers.values() for c in pair],
             "units": units,
-            # (docker: each with its containers, the kept previous revision's too)
-            "processes": [dict({"name": n, "runtime": rt}, **({"containers": [n, n + KEPT_SUFFIX]} if rt == "docker" else {}))
+            "processes": [dict({"name": n, "runtime": rt}, **({"containers": containers[n]} if n in containers else {}))
                           for n, rt in reversed(procs)],
             "paths": own + sorted(entry["paths"] - set(own)),
             "orphan": not plan or name != plan["deployment"],

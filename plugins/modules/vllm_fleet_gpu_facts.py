@@ -573,6 +573,7 @@ def gather_host_facts(module, subset):
     """The host's facts for ``gather_subset`` ``subset``, collected and named exactly as
     ansible.builtin.setup collects and names them (``ansible_`` prefixed; the same minimal set)."""
     from ansible.module_utils.facts import ansible_collector, default_collectors
+    from ansible.module_utils.facts.collector import CollectorNotFoundError, CycleFoundInFactDeps, UnresolvedFactDep
     from ansible.module_utils.facts.namespace import PrefixFactNamespace
 
     minimal = frozenset(["apparmor", "caps", "cmdline", "date_time", "distribution", "dns", "env", "fips", "local",
@@ -582,7 +583,8 @@ def gather_host_facts(module, subset):
             all_collector_classes=default_collectors.collectors,
             namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
             filter_spec=[], gather_subset=subset, gather_timeout=10, minimal_gather_subset=minimal)
-    except Exception as exc:   # a bad subset name: say which
+    except (TypeError, CollectorNotFoundError, CycleFoundInFactDeps, UnresolvedFactDep) as exc:
+        # what setup refuses as a bad subset, refused the same way
         module.fail_json(msg="host_facts: %s" % exc)
     return collector.collect(module=module)
 

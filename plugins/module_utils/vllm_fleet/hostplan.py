@@ -181,8 +181,8 @@ class HostPlan:
         "parts are: the version and packages in the processes, the Python a host fact)", default=None)
     layout: Dict[str, Any] = _doc(
         "every path of the deployment on this host (layout.deployment_layout): config_dir, venv_dir, overrides, "
-        "services_dir, services_venv, hf_cache, compile_cache, record_dir, legacy_marker, kept_suffix, and the host's "
-        "roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, prometheus_debs, roots: "
+        "services_dir, services_venv, unit_dirs, hf_cache, compile_cache, record_dir, legacy_marker, kept_suffix, "
+        "and the host's roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, prometheus_debs, roots: "
         "what teardown removes from). The roles, teardown and the records read paths here. Not hashed",
         default_factory=dict)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(

@@ -22,12 +22,12 @@ STATE_DIR = f"{DATA_ROOT}/state"                    # vllm_fleet_state_dir: <dep
 PACKAGE_CACHE = "/var/cache/vllm-fleet"             # packages the controller copies to a host (prometheus-debs/)
 CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
 VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
-HF_CACHE_ROOT = "/var/lib/vllm-fleet/hf-cache"      # docker: <deployment>/ each; uv units: HF_HOME itself
+HF_CACHE_ROOT = f"{DATA_ROOT}/hf-cache"             # docker: <deployment>/ each; uv units: HF_HOME itself
 # vLLM's compile cache (VLLM_CACHE_ROOT: torch.compile / inductor artifacts), <deployment>/<build>/:
 # one per deployment and vLLM build, so a restart of the same revision reuses it and a new
 # build starts from an empty one
-COMPILE_CACHE_ROOT = "/var/lib/vllm-fleet/compile-cache"
-MODEL_STORE = "/var/lib/vllm-fleet/models"          # staged snapshots, <org>--<name>--<revision>/ (staging)
+COMPILE_CACHE_ROOT = f"{DATA_ROOT}/compile-cache"
+MODEL_STORE = f"{DATA_ROOT}/models"                 # staged snapshots, <org>--<name>--<revision>/ (staging)
 # vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
 STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"
 KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
@@ -48,8 +48,8 @@ def host_layout(values):
     """The bundle's roots on one host from its variables (``values``: a mapping of inventory
     variable -> value; the contract checked each path before): the uv and services roots, the
     units' working directory, the uv units' shared HF cache, the records' directory, the uv
-    tools venv, the Prometheus packages' copy (monitoring.yml), and ``roots``: the directories teardown removes from (each path is checked to lie
-    below one of them)."""
+    tools venv, the Prometheus packages' copy (monitoring.yml), and ``roots``: the directories
+    teardown removes from (each path is checked to lie below one of them)."""
     out = {key: str(values.get(var) or default).rstrip("/") or "/" for key, (var, default) in HOST_TUNABLES.items()}
     out["uv_tools"] = f"{out['uv_root']}/tools"
     out["uv_bin"] = f"{out['uv_tools']}/bin/uv"
@@ -62,7 +62,9 @@ def host_layout(values):
 def deployment_layout(host, deployment):
     """Every path and derived name of one deployment on a host (``host``: :func:`host_layout`):
     config_dir (config files; secrets/ below it), venv_dir (the uv engines' venvs; overrides
-    its uv overrides file), services_dir and services_venv (routers, Mooncake), hf_cache (the
+    its uv overrides file), services_dir and services_venv (routers, Mooncake), unit_dirs (the
+    venv directories of a deployment that runs units: venv_dir and services_dir, once each;
+    what the revision record and teardown list), hf_cache (the
     containers' HF cache), compile_cache (<build>/ below it), record_dir (rev-<N>.json),
     legacy_marker (the hash marker of records from before), kept_suffix (docker: the kept
     previous container's name suffix), and the host's own entries (workdir, hf_cache_shared,
@@ -77,6 +79,7 @@ def deployment_layout(host, deployment):
                hf_cache=f"{HF_CACHE_ROOT}/{dep}", compile_cache=f"{COMPILE_CACHE_ROOT}/{dep}",
                record_dir=f"{host['state_dir']}/{dep}", legacy_marker=f"{host['state_dir']}/{dep}{LEGACY_MARKER_SUFFIX}",
                kept_suffix=KEPT_SUFFIX)
+    out["unit_dirs"] = list(dict.fromkeys([out["venv_dir"], out["services_dir"]]))
     return out
 
 
@@ -84,7 +87,7 @@ def removed_paths(layout, units, purge_cache):
     """What teardown removes of one deployment (``layout``: :func:`deployment_layout`) besides
     its processes and recorded paths: the venv directories when it ran units, the config
     directory, the legacy marker, and with the cache purge its HF and compile caches."""
-    return list(dict.fromkeys(([layout["venv_dir"], layout["services_dir"]] if units else [])
+    return list(dict.fromkeys((layout["unit_dirs"] if units else [])
                               + [layout["config_dir"], layout["legacy_marker"]]
                               + ([layout["hf_cache"], layout["compile_cache"]] if purge_cache else [])))
 

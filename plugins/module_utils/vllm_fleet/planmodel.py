@@ -105,7 +105,7 @@ def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
     with their kept previous revision, units with their env files, the deployment's config
     directory, venv directory (uv / services), plan marker, revision records and HF cache: what
     deploy writes and teardown removes (playbooks/tasks/remove_deployment.yml), at the default
-    roots plus the plan's own (``layout``)."""
+    roots (layout.deployment_layout; the records' directory as a placeholder)."""
     dep = str(host_plan["deployment"])
     paths = deployment_layout(host_layout({"vllm_fleet_state_dir": STATE_DIR_PLACEHOLDER}), dep)
     out: List[Tuple[str, str, str]] = []
