@@ -24,6 +24,7 @@ import pytest
 
 from helpers import docker_inspect, playbook
 from vllm_fleet.layout import deployment_layout, host_layout
+from vllm_fleet import runtimespec
 
 pytestmark = pytest.mark.e2e
 
@@ -109,7 +110,7 @@ def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, diges
     state = Path(digest_fleet.info["state_dir"])
     # a whole plan (each role checks it against hostplan.py's types: vllm_fleet.plancheck), with the
     # CPU accelerator's blocks (accelerator_setup, container) as accelerator.py makes them and the
-    # paths as layout.py derives them
+    # paths as layout.py derives them, and the finished container (below)
     plan = {
         "deployment": "e2e-digest", "recipe": "test/digest", "variant": "default", "deploy_type": "single_node",
         "node_count": 1, "features": [], "runtime": "docker", "accelerator": "cpu", "gpu_count": 0,
@@ -130,6 +131,10 @@ def test_image_pinned_by_digest_is_pulled_run_and_left_alone(digest_fleet, diges
     variables = {"vllm_fleet_plan": plan, "vllm_fleet_docker_pull": "missing",
                  "vllm_fleet_docker_network_mode": "none", "vllm_fleet_docker_ipc_mode": "private",
                  "vllm_fleet_cpu_shm_size": "64m", "vllm_fleet_docker_hf_cache": str(state / "hf-cache")}
+    # the finished container as the planner makes it (runtimespec.py) from these docker tunables
+    [proc] = plan["processes"]
+    proc["docker_run"] = runtimespec.docker_run(proc, plan["deployment"], plan["recipe"], plan["layout"],
+                                                runtimespec.docker_tunables(variables))
     (tmp_path / "vars.json").write_text(json.dumps(variables))
     (tmp_path / "play.yml").write_text(PLAY.format(vars=json.dumps(str(tmp_path / "vars.json"))))
     run = playbook(str(tmp_path / "play.yml"), digest_fleet.inventory, "-l", "dg-a")

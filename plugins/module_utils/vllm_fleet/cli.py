@@ -235,7 +235,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vllm_fleet_hardware or --hardware. Several --inventory sources are layered as
     ansible-inventory layers them (a later source's host variables win). The roles' tunables
     are known from `ansible-doc -t role` (:func:`role_options`)."""
-    from . import contract
+    from . import contract, runtimespec
     from .plan import host_input, iface_marked, plan_fleet, without_facts
 
     argv = ["ansible-inventory"]
@@ -256,7 +256,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.iface and "vllm_fleet_iface" not in variables:
             variables["vllm_fleet_iface"] = args.iface
         checked[name], found = contract.check(name, variables, declared)
-        problems += found
+        problems += found + runtimespec.problems(name, variables)
     # a host that runs no engine (vllm_fleet_role only master, store, router) needs no hardware
     problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
                  for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")

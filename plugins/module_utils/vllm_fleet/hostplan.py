@@ -96,6 +96,12 @@ class PlannedProcess:
         "the host directory of its compile cache (VLLM_CACHE_ROOT in env; one per deployment and vLLM build): "
         "writable by the process, mounted at the same path into a container; None (left out): not a vLLM "
         "server, or its env names its own VLLM_CACHE_ROOT", default=None)
+    docker_run: Optional[Dict[str, Any]] = _doc(
+        "a docker process's finished container (runtimespec.docker_run): the docker_container parameters the "
+        "docker role applies as they are (entrypoint, command, env merged with the container block's, volumes, "
+        "labels, security options, capabilities, ...), with secret_env (env name -> inventory variable) and "
+        "groups (names) for what the host resolves; None (left out): not a docker process. Not hashed (made "
+        "from hashed fields and the host's docker tunables)", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
@@ -104,10 +110,11 @@ class PlannedProcess:
         out = asdict(self)
         if not with_drain:
             # compile_cache: its path is in env, which is hashed
-            for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership", "compile_cache"):
+            for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership", "compile_cache",
+                        "docker_run"):
                 del out[key]
         for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit", "workers",
-                    "stop_timeout", "membership", "compile_cache"):
+                    "stop_timeout", "membership", "compile_cache", "docker_run"):
             if key in out and out[key] is None:
                 del out[key]
         return out

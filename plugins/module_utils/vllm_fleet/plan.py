@@ -20,8 +20,9 @@ import re
 from dataclasses import replace
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from . import accelerator, choices, cudacompat, gpuhealth, schema, secret_table, staging
+from . import accelerator, choices, cudacompat, gpuhealth, runtimespec, schema, secret_table, staging
 from .contract import settings_of
+from .runtimespec import DOCKER_TUNABLES, docker_tunables
 from .layout import HOST_TUNABLES, NAME_RE, deployment_layout, host_layout, plan_venv
 from .redact import shown
 from .hostplan import HostPlan, PlannedProcess
@@ -107,7 +108,9 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      uv_python=hostvars.get("vllm_fleet_uv_python") or None,
                      # role tunables of type path and the state_dir run option: the contract's
                      # host-path rule checked each before
-                     layout=host_layout_of(checked, hostvars))
+                     layout=host_layout_of(checked, hostvars),
+                     docker=docker_tunables({var: checked[var] if var in checked else hostvars.get(var)
+                                             for var, _ in DOCKER_TUNABLES.values()}))
 
 
 def host_layout_of(checked: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Dict[str, Any]:
@@ -426,6 +429,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
         entry.venv = plan_venv(host.layout["uv_root"], dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
                                [vars(p) for p in entry.processes], host.python, host.uv_python)
         entry.hash = plan_hash(entry.hashed())
+        runtimespec.attach(entry.processes, dep.name, req.hf_id, layout, host.docker, lambda p: p.to_dict())
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from .runtimespec import docker_tunables
 from .layout import (COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, KEPT_SUFFIX, LEGACY_MARKER_SUFFIX,  # noqa: F401 (re-exported)
                      NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT, deployment_layout, host_layout)
 from .rendermodel import Process, Request
@@ -61,6 +62,9 @@ class HostInput:
     uv_python: Optional[str] = None
     # the bundle's roots on the host (layout.host_layout of its path tunables: vllm_fleet_uv_root, ...)
     layout: Dict[str, Any] = field(default_factory=lambda: host_layout({}))
+    # the host's docker tunables (runtimespec.docker_tunables of vllm_fleet_docker_*): its docker
+    # processes' finished container spec (docker_run)
+    docker: Dict[str, Any] = field(default_factory=lambda: docker_tunables({}))
     # False (status, teardown: fit_checks off): the layout comes from the inventory alone, not
     # fitted to today's GPU count, so a host that lost a GPU still shows and tears down: a GPU
     # set naming a GPU the facts no longer list, a fixed replica count beyond today's GPUs and a

@@ -1,0 +1,186 @@
+"""The finished docker spec of a planned process: what roles/vllm_fleet_docker hands
+community.docker.docker_container as it is.
+
+The planner (plan.py) gives every docker process a ``docker_run`` block made here from the
+process (argv, env, the accelerator's ``container`` block, mounts, model path, compile cache),
+the deployment's layout (its HF cache) and the host's docker tunables (``vllm_fleet_docker_*``,
+read once per host by :func:`docker_tunables`; roles/vllm_fleet_docker/defaults/main.yml holds
+the same defaults for its argument_specs and README, and a unit test keeps the two equal).
+The role merges nothing and computes nothing: it resolves what only the host or the vault
+knows at run time, the secrets' values (``secret_env``: env name -> the inventory variable of
+the one secret table) and the device groups' GIDs (``groups``: names).
+
+The block is not hashed (a plan's hash covers argv, env, image, ...: what it is made from), so
+plans recorded before it are read as they were; a recorded revision without it (rolled back
+to) gets it from today's tunables (:func:`finish_plan`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List, Mapping
+
+from . import secret_table
+
+# the container's HF cache (the image runs as root)
+HF_MOUNT = "/root/.cache/huggingface"
+
+# key -> (inventory variable, default); None for hf_cache: the deployment's layout hf_cache
+DOCKER_TUNABLES: Dict[str, Any] = {
+    "network_mode": ("vllm_fleet_docker_network_mode", "host"),
+    "ipc_mode": ("vllm_fleet_docker_ipc_mode", "host"),
+    "hf_cache": ("vllm_fleet_docker_hf_cache", None),
+    "hf_cache_shared": ("vllm_fleet_docker_hf_cache_shared", None),
+    "security_opts": ("vllm_fleet_docker_security_opts", ["no-new-privileges"]),
+    "cap_drop": ("vllm_fleet_docker_cap_drop", ["ALL"]),
+    "cap_add": ("vllm_fleet_docker_cap_add", []),
+    "privileged": ("vllm_fleet_docker_privileged", False),
+    "restart_policy": ("vllm_fleet_docker_restart_policy", "unless-stopped"),
+    "pull": ("vllm_fleet_docker_pull", "missing"),
+    "extra_volumes": ("vllm_fleet_docker_extra_volumes", []),
+    "labels": ("vllm_fleet_docker_labels", {}),
+    "stop_timeout": ("vllm_fleet_docker_stop_timeout", 30),
+}
+
+_LABEL_OPT = re.compile(r"^label[=:]")
+
+
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, list):
+        return "list"
+    if isinstance(default, dict):
+        return "dict"
+    return "str"
+
+
+def problems(host: str, values: Mapping[str, Any]) -> List[str]:
+    """What is wrong with a host's docker tunables (``values``: its variables), each message naming
+    host and variable: a string, a whole number, a boolean, a list of strings or a mapping of
+    strings, as its default is (the plan action checks them with the role's argument_specs too;
+    `vllm-fleet plan` checks them here)."""
+    found = []
+    for var, default in DOCKER_TUNABLES.values():
+        value = values.get(var)
+        if value is None:
+            continue
+        kind = _kind(default)
+        ok = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "list": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, str) for i in v),
+              "dict": lambda v: isinstance(v, Mapping) and all(isinstance(i, (str, int, float)) for i in v.values()),
+              "str": lambda v: isinstance(v, str) and bool(v)}[kind](value)
+        if not ok:
+            want = {"bool": "true or false", "int": "a whole number >= 0", "list": "a list of strings",
+                    "dict": "a mapping of label -> string", "str": "a non-empty string"}[kind]
+            found.append(f"{host}: {var}: expected {want}, got {type(value).__name__} {value!r}")
+    return found
+
+
+def docker_tunables(values: Mapping[str, Any]) -> Dict[str, Any]:
+    """A host's docker tunables from its variables (``values``: inventory variable -> value; a
+    variable unset or null takes the default). The contract checked their types before."""
+    out = {}
+    for key, (var, default) in DOCKER_TUNABLES.items():
+        value = values.get(var)
+        out[key] = _plain(default if value is None else value)
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Plain Python containers and strings (Ansible hands lazy or unsafe subclasses)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    return str(value)
+
+
+def _unique(items: List[Any]) -> List[Any]:
+    return list(dict.fromkeys(items))
+
+
+def docker_run(proc: Mapping[str, Any], deployment: str, recipe: str, layout: Mapping[str, Any],
+               tunables: Mapping[str, Any]) -> Dict[str, Any]:
+    """The docker_container parameters of one planned docker process (``proc``: its plan dict)."""
+    t = dict(docker_tunables({}), **tunables)
+    block = proc.get("container") or {}
+    argv = list(proc["argv"])
+    shared = t["hf_cache_shared"] or None
+    hf_cache = t["hf_cache"] or layout["hf_cache"]
+    model_path = proc.get("model_path") or ""
+    compile_cache = proc.get("compile_cache")
+    mounts = list(proc.get("mounts") or [])
+    volumes = ([f"{shared}:{HF_MOUNT}:ro"] if shared else [f"{hf_cache}:{HF_MOUNT}"]) \
+        + ([f"{model_path}:{model_path}:ro"] if model_path.startswith("/") else []) \
+        + ([f"{compile_cache}:{compile_cache}"] if compile_cache else []) \
+        + [f"{m}:{m}:ro" for m in mounts] + list(t["extra_volumes"])
+    opts = list(block.get("security_opts") or []) + list(t["security_opts"])
+    # docker adds label=disable itself to containers with host IPC/PID or privileged (unless a
+    # label option is given): asked for explicitly, the strict comparison sees what the engine has
+    if (t["ipc_mode"] == "host" or t["privileged"]) and not any(_LABEL_OPT.match(o) for o in opts):
+        opts.append("label=disable")
+    labels = dict(t["labels"])
+    labels.update({"vllm-fleet.deployment": deployment, "vllm-fleet.recipe": recipe,
+                   "vllm-fleet.role": proc.get("role") or "", "vllm-fleet.plan-hash": proc.get("hash") or ""})
+    env = dict(block.get("env") or {})
+    env.update(proc.get("env") or {})
+    port = proc.get("port")
+    return {
+        "name": proc["name"], "image": proc.get("image"), "pull": t["pull"],
+        "entrypoint": argv[:2], "command": argv[2:],
+        "env": env,
+        # env name -> the inventory variable holding its value (the one secret table)
+        "secret_env": {name: secret_table.BY_ENV[name].var for name in proc.get("secret_env") or []},
+        "ipc_mode": t["ipc_mode"], "network_mode": t["network_mode"],
+        "published_ports": [f"{port}:{port}"] if t["network_mode"] == "bridge" and port else [],
+        "volumes": volumes,
+        # the host directories it needs: created (the deployment's HF cache, the compile cache),
+        # or present already (a shared HF cache, mounted read-only: it must be filled first)
+        "dirs": ([] if shared else [hf_cache]) + ([compile_cache] if compile_cache else []),
+        "dirs_present": [shared] if shared else [],
+        # NVIDIA: all GPUs, or a GPU set's device_ids; ROCm: /dev/kfd + /dev/dri, or a GPU set's
+        # own render nodes; a CPU replica: its own cores
+        "device_requests": list(block.get("device_requests") or []),
+        "devices": list(block.get("devices") or []),
+        "cpuset_cpus": block.get("cpuset_cpus") or None,
+        "shm_size": block.get("shm_size") or None,
+        # names: docker resolves group names inside the image, so the role hands it the host's GIDs
+        "groups": list(block.get("groups") or []),
+        "security_opts": _unique(opts),
+        "cap_drop": [] if t["privileged"] else list(t["cap_drop"]),
+        # NET_BIND_SERVICE for a server on a port below 1024 (vllm_fleet_privileged_ports)
+        "capabilities": _unique(list(t["cap_add"]) + list(proc.get("capabilities") or [])),
+        "privileged": bool(t["privileged"]),
+        "restart_policy": t["restart_policy"],
+        # a vLLM server stopping gracefully (--shutdown-timeout) gets that long and a margin
+        "stop_timeout": int(proc.get("stop_timeout") or t["stop_timeout"]),
+        "labels": labels,
+    }
+
+
+def attach(processes: List[Any], deployment: str, recipe: str, layout: Mapping[str, Any],
+           tunables: Mapping[str, Any], as_dict) -> None:
+    """Give each docker process (hostplan.PlannedProcess, its hash set) its ``docker_run``;
+    ``as_dict``: the process's plan dict."""
+    for proc in processes:
+        if proc.runtime == "docker":
+            proc.docker_run = docker_run(as_dict(proc), deployment, recipe, layout, tunables)
+
+
+def finish_plan(plan: Mapping[str, Any], tunables: Mapping[str, Any]) -> Dict[str, Any]:
+    """A recorded plan (a revision rolled back to) with a ``docker_run`` on each docker process
+    that has none (recorded before the plan carried it), from today's tunables (``tunables``:
+    the host's inventory variables); a recorded block is kept as it ran."""
+    out = dict(plan)
+    out["processes"] = [
+        dict(p, docker_run=docker_run(p, plan["deployment"], plan["recipe"], plan["layout"], docker_tunables(tunables)))
+        if p.get("runtime") == "docker" and not p.get("docker_run") else p
+        for p in plan.get("processes") or []]
+    return out
+

@@ -1,0 +1,137 @@
+"""Each docker process of a plan carries its finished container (runtimespec.docker_run), made
+from the process, the layout and the host's vllm_fleet_docker_* tunables, which the docker role
+hands docker as it is (roles/vllm_fleet_docker/tasks/start.yml)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vllm_fleet import runtimespec
+from vllm_fleet.hostplan import PlannedProcess
+
+ROOT = Path(__file__).resolve().parents[4]
+BIN = Path(sys.executable).parent
+HOST = "h1"
+BASE = {
+    "vllm_fleet_recipe": "sentence-transformers/all-MiniLM-L6-v2",
+    "vllm_fleet_deployment": "spec",
+    "vllm_fleet_hardware": "xeon6",
+    "vllm_fleet_runtime": "docker",
+    "vllm_fleet_image": "vllm-fleet/base:bookworm",
+    "vllm_fleet_port": 18790,
+    "vllm_fleet_env": {"VLLM_NO_USAGE_STATS": "1"},
+    "vllm_fleet_hf_token": "hf_unit_dummy_token",
+    "ansible_host": "127.0.0.1",
+}
+
+
+def planned(tmp_path, **more):
+    """`vllm-fleet plan` over a one-host inventory with BASE and ``more`` as its variables."""
+    inventory = tmp_path / f"hosts-{len(list(tmp_path.iterdir()))}.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {HOST: dict(BASE, **more)}}}))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    out = subprocess.run([sys.executable, "-m", "vllm_fleet.cli", "plan", "--recipes", str(ROOT / "recipes"),
+                          "--inventory", str(inventory)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)[HOST]
+
+
+def test_the_defaults_are_the_docker_roles():
+    defaults = yaml.safe_load((ROOT / "roles" / "vllm_fleet_docker" / "defaults" / "main.yml").read_text())
+    for key, (var, default) in runtimespec.DOCKER_TUNABLES.items():
+        if key == "hf_cache":   # the role's: the deployment's layout hf_cache, which None stands for
+            assert default is None and defaults[var] == "{{ vllm_fleet_plan.layout.hf_cache }}"
+        else:
+            assert defaults[var] == default, var
+
+
+def test_a_planned_docker_process_carries_its_finished_container(tmp_path):
+    plan = planned(tmp_path)
+    [proc] = plan["processes"]
+    run = proc["docker_run"]
+    assert run["name"] == proc["name"] and run["image"] == "vllm-fleet/base:bookworm"
+    assert run["entrypoint"] + run["command"] == proc["argv"] and run["entrypoint"] == ["vllm", "serve"]
+    # the container block's env under the process's, no secret value anywhere
+    assert run["env"] == dict(proc["container"]["env"], **proc["env"])
+    assert run["env"]["VLLM_NO_USAGE_STATS"] == "1"
+    assert run["secret_env"] == {"HF_TOKEN": "vllm_fleet_hf_token"}
+    assert "hf_unit_dummy_token" not in json.dumps(plan)
+    assert run["volumes"][0] == f"{plan['layout']['hf_cache']}:/root/.cache/huggingface"
+    assert run["dirs"][0] == plan["layout"]["hf_cache"] and run["dirs_present"] == []
+    if proc.get("compile_cache"):
+        assert f"{proc['compile_cache']}:{proc['compile_cache']}" in run["volumes"]
+        assert proc["compile_cache"] in run["dirs"]
+    # host IPC: docker would add label=disable itself, so it is asked for (strict comparison)
+    assert run["ipc_mode"] == "host" and run["network_mode"] == "host" and run["published_ports"] == []
+    assert run["security_opts"] == ["no-new-privileges", "label=disable"]
+    assert run["cap_drop"] == ["ALL"] and run["capabilities"] == [] and run["privileged"] is False
+    assert run["stop_timeout"] == proc["stop_timeout"]
+    assert run["labels"] == {"vllm-fleet.deployment": "spec", "vllm-fleet.recipe": plan["recipe"],
+                             "vllm-fleet.role": proc["role"], "vllm-fleet.plan-hash": proc["hash"]}
+    assert run["pull"] == "missing" and run["restart_policy"] == "unless-stopped"
+
+
+def test_the_hosts_tunables_shape_it_and_leave_the_hash_alone(tmp_path):
+    plain = planned(tmp_path)
+    tuned = planned(tmp_path, vllm_fleet_docker_network_mode="bridge", vllm_fleet_docker_ipc_mode="private",
+                    vllm_fleet_docker_hf_cache_shared="/srv/hf", vllm_fleet_docker_security_opts=[],
+                    vllm_fleet_docker_cap_drop=[], vllm_fleet_docker_cap_add=["SYS_NICE", "SYS_NICE"],
+                    vllm_fleet_docker_extra_volumes=["/srv/x:/x:ro"], vllm_fleet_docker_labels={"team": "a"},
+                    vllm_fleet_docker_pull="never", vllm_fleet_docker_restart_policy="no")
+    run = tuned["processes"][0]["docker_run"]
+    assert run["published_ports"] == ["18790:18790"] and run["ipc_mode"] == "private"
+    # the shared cache replaces the deployment's own, read-only, and must already be there
+    assert run["volumes"][0] == "/srv/hf:/root/.cache/huggingface:ro" and run["volumes"][-1] == "/srv/x:/x:ro"
+    assert tuned["layout"]["hf_cache"] not in run["dirs"] and run["dirs_present"] == ["/srv/hf"]
+    # false and empty values are values, not "unset": no option, no capability dropped
+    assert run["security_opts"] == [] and run["cap_drop"] == [] and run["capabilities"] == ["SYS_NICE"]
+    assert run["labels"]["team"] == "a" and run["pull"] == "never" and run["restart_policy"] == "no"
+    # the tunables are the runtime's, not the process's: the plan hash does not move
+    assert tuned["hash"] == plain["hash"] and tuned["processes"][0]["hash"] == plain["processes"][0]["hash"]
+    privileged = planned(tmp_path, vllm_fleet_docker_privileged=True, vllm_fleet_docker_ipc_mode="private")
+    run = privileged["processes"][0]["docker_run"]
+    assert run["privileged"] is True and run["cap_drop"] == [] and "label=disable" in run["security_opts"]
+
+
+def test_a_label_option_given_is_not_doubled():
+    proc = {"name": "p", "argv": ["vllm", "serve", "m"], "image": "i", "container": {"security_opts": ["label=type:x"]}}
+    run = runtimespec.docker_run(proc, "d", "r", {"hf_cache": "/c"}, {})
+    assert run["security_opts"] == ["label=type:x", "no-new-privileges"]
+
+
+def test_a_recorded_plan_without_it_gets_it_from_todays_tunables(tmp_path):
+    plan = planned(tmp_path)
+    recorded = copy.deepcopy(plan)
+    del recorded["processes"][0]["docker_run"]
+    finished = runtimespec.finish_plan(recorded, {"vllm_fleet_docker_ipc_mode": "private"})
+    assert finished["processes"][0]["docker_run"] == dict(plan["processes"][0]["docker_run"], ipc_mode="private",
+                                                          security_opts=["no-new-privileges"])
+    # one recorded with it is kept as it ran
+    kept = runtimespec.finish_plan(plan, {"vllm_fleet_docker_ipc_mode": "private"})
+    assert kept["processes"][0]["docker_run"] == plan["processes"][0]["docker_run"]
+    assert "docker_run" not in recorded["processes"][0]   # the input is not changed
+
+
+def test_it_is_not_hashed():
+    proc = PlannedProcess(name="p", kind="vllm", role="single", rank=0, phase="engine", runtime="docker",
+                          version=None, argv=["vllm", "serve", "m"], env={}, port=1, serves_http=True, health={},
+                          bind=None, probe_host="127.0.0.1", docker_run={"name": "p"})
+    assert "docker_run" not in proc.to_dict(with_drain=False) and proc.to_dict()["docker_run"] == {"name": "p"}
+
+
+@pytest.mark.parametrize("var", ["vllm_fleet_docker_cap_drop", "vllm_fleet_docker_ipc_mode"])
+def test_a_wrong_type_is_refused_before_planning(tmp_path, var):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {HOST: dict(BASE, **{var: {"not": "right"}})}}}))
+    env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    out = subprocess.run([sys.executable, "-m", "vllm_fleet.cli", "plan", "--recipes", str(ROOT / "recipes"),
+                          "--inventory", str(inventory)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert out.returncode != 0 and f"{HOST}: {var}" in out.stderr and "Traceback" not in out.stderr
