@@ -384,6 +384,9 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             accelerator_name = ACCELERATOR_BY_BRAND_KEY.get((engine.proc.docker or {}).get("brand_key"), "cuda")
             if profile.get("generation") == "xpu":
                 accelerator_name = "xpu"
+            if accelerator_name not in accelerator.TABLES:   # before any host changes, every host at once
+                dep.problems.append(f"{host_name}: vllm_fleet_hardware: {req.hardware} ({accelerator_name}) is not "
+                                    f"deployable by vllm-fleet yet (its accelerators: {', '.join(accelerator.TABLES)})")
         gpus = int(profile.get("gpu_count") or 1)
         layout = deployment_layout(mine[0].host.layout, dep.name)
         entry = HostPlan(
