@@ -9,7 +9,6 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Mapping
 from dataclasses import replace
 
 from ansible.errors import AnsibleActionFail
@@ -22,6 +21,7 @@ from ansible.plugins.action import ActionBase
 # not controller-side plugins.
 try:
     from vllm_fleet import contract, loader
+    from vllm_fleet.coerce import plain
     from vllm_fleet.placement import is_engine_host
     from vllm_fleet.plan import (PlanError, deployment_of, host_input, host_layout_of, limit_cuts, plan, plan_fleet,
                                   plan_hash, without_facts)
@@ -63,14 +63,13 @@ class ActionModule(ActionBase):
             raw, evaluated = {}, hostvars[name]
             for key in [k for k in evaluated.keys() if str(k).startswith(contract.PREFIX)]:
                 try:
-                    raw[key] = _plain(evaluated[key])
+                    raw[key] = plain(evaluated[key])
                 except Exception as exc:  # an undefined or broken template in the inventory
                     problems.append(f"{name}: {key}: cannot be evaluated: {to_text(exc).splitlines()[0]}")
             values, found = contract.check(name, raw, declared, path_kinds)
             problems += found
-            tunables = {k: v for k, v in raw.items() if k in specs and k not in contract.BY_NAME}
-            if tunables:
-                problems += _check_tunables(name, tunables, specs)
+            problems += contract.tunable_problems(name, {k: v for k, v in raw.items() if k not in contract.BY_NAME},
+                                                  specs)
             checked[name] = values
         problems += _group_conflicts(self._layers, names)
         return checked, problems
@@ -162,7 +161,7 @@ class ActionModule(ActionBase):
             hardware.setdefault(deployment_of(host), set()).add(host.settings.get("hardware") or host.gpu.get("hardware"))
         # recipes of touched deployments named from the detected hardware (no vllm_fleet_deployment)
         implicit = {h.settings.get("recipe") for h in inputs if not h.settings.get("deployment")}
-        candidates = [h for h in outside if _plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
+        candidates = [h for h in outside if plain(hostvars[h].get("vllm_fleet_recipe")) is not None]
         if not touched or not candidates:
             return [], [], []
         checked, problems = self._read(candidates, hostvars)
@@ -209,29 +208,12 @@ def _fail(header, problems):
     raise AnsibleActionFail("\n".join(([header] if header else []) + lines))
 
 
-def _plain(value):
-    """Ansible's (lazy, tagged) containers and strings as plain Python values."""
-    if isinstance(value, Mapping):
-        return {to_text(k) if isinstance(k, str) else k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, str):
-        return to_text(value)
-    return value
-
-
 # ---- the roles' declarations: read here, on Ansible's side (the engine reads no role) ---------
 def role_declarations(roles_dir):
     """Role tunables: ({variable: argument spec} from every role's meta/argument_specs.yml,
     every name the roles declare in argument_specs or defaults, and the bundle's internal
     names). Reading YAML only: the argument specs are applied by Ansible's own validator
-    (_check_tunables); the contract gets the names as its check's ``extra_known``."""
+    (contract.tunable_problems); the contract gets the names as its check's ``extra_known``."""
     import yaml
 
     specs = {}
@@ -250,8 +232,7 @@ def role_declarations(roles_dir):
                 for option, spec in ((entry or {}).get("options") or {}).items():
                     declared.add(option)
                     if option not in contract.BY_NAME and not contract.internal(option):
-                        specs.setdefault(option, {k: v for k, v in spec.items()
-                                                  if k in ("type", "elements", "choices", "options")})
+                        specs.setdefault(option, {k: v for k, v in spec.items() if k in contract.SPEC_KEYS})
     return specs, frozenset(declared)
 
 
@@ -282,20 +263,6 @@ def _role_specs():
         specs, declared = role_declarations(ROLES_DIR)
         _SPECS = specs, declared, path_tunables(specs)
     return _SPECS
-
-
-def _check_tunables(host, values, specs):
-    """Role tunables set in the inventory, validated as the role itself would (Ansible's validator)."""
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
-    problems = []
-    for name, value in sorted(values.items()):
-        if value is None:
-            continue
-        outcome = ArgumentSpecValidator({name: specs[name]}).validate({name: value})
-        for error in outcome.error_messages:
-            problems.append(f"{host}: {name}: {error}")
-    return problems
 
 
 class _Layers:
@@ -356,7 +323,7 @@ def _group_conflicts(layers, names):
             top = [f for f in found if not any(f[0] in other[2] for other in found)]
             best = max(f[3] for f in top)
             top = [f for f in top if f[3] == best]
-            values = {json.dumps(_plain(f[1]), sort_keys=True, default=str) for f in top}
+            values = {json.dumps(plain(f[1]), sort_keys=True, default=str) for f in top}
             if len(values) > 1:
                 shown = "; ".join(f"{g} sets {_shown(key, v)}" for g, v, _, _ in sorted(top, key=lambda f: f[0]))
                 problems.append(f"{name}: {key}: the host is in groups that set it differently ({shown}) and neither "
@@ -368,7 +335,7 @@ def _group_conflicts(layers, names):
 def _shown(key, value):
     """A group's value in a message: a secret's never, any other through the contract's one
     quoting (secret-looking parts masked, then shortened)."""
-    return "a value (not shown)" if contract.BY_NAME[key].scope == "secret" else contract.shown(_plain(value))
+    return "a value (not shown)" if contract.BY_NAME[key].scope == "secret" else contract.shown(plain(value))
 
 
 # Variables the playbooks and roles set for themselves (set_fact, register, vars, loop_var,

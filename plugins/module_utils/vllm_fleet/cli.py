@@ -183,7 +183,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 ROLES_DIR = Path(__file__).resolve().parents[3] / "roles"   # the bundle's roles (a source checkout)
-_ROLE_OPTIONS: Dict[str, frozenset] = {}
+_ROLE_OPTIONS: Dict[str, Dict[str, Any]] = {}
 
 
 def _ansible(argv: List[str], what: str) -> str:
@@ -199,11 +199,12 @@ def _ansible(argv: List[str], what: str) -> str:
     return proc.stdout
 
 
-def role_options(roles_dir: Path = ROLES_DIR) -> frozenset:
+def role_options(roles_dir: Path = ROLES_DIR) -> Dict[str, Dict[str, Any]]:
     """The vllm_fleet_* options the bundle's roles declare (their argument_specs), as Ansible
-    itself reads them (`ansible-doc -t role`): the role tunables an inventory may set, which the
-    contract leaves to the roles. The engine reads no role file; the plan action reads the same
-    declarations (and the roles' defaults) on the controller. Read once per process."""
+    itself reads them (`ansible-doc -t role`): {option: its argument spec}, the role tunables an
+    inventory may set, which the contract leaves to the roles (contract.tunable_problems checks
+    them). The engine reads no role file; the plan action reads the same declarations (and the
+    roles' defaults) on the controller. Read once per process."""
     key = str(roles_dir)
     if key not in _ROLE_OPTIONS:
         from .variables import PREFIX
@@ -212,10 +213,13 @@ def role_options(roles_dir: Path = ROLES_DIR) -> frozenset:
         names = sorted(n for n in json.loads(_ansible(base + ["-l"], "ansible-doc -t role -l") or "{}")
                        if n.startswith(PREFIX))
         docs = json.loads(_ansible(base + names, "ansible-doc -t role") or "{}") if names else {}
-        _ROLE_OPTIONS[key] = frozenset(
-            option for doc in docs.values() if isinstance(doc, dict)
-            for entry in (doc.get("entry_points") or {}).values() if isinstance(entry, dict)
-            for option in (entry.get("options") or {}) if str(option).startswith(PREFIX))
+        options: Dict[str, Dict[str, Any]] = {}
+        for doc in docs.values():
+            for entry in ((doc or {}).get("entry_points") or {}).values() if isinstance(doc, dict) else ():
+                for option, spec in ((entry or {}).get("options") or {}).items() if isinstance(entry, dict) else ():
+                    if str(option).startswith(PREFIX):
+                        options.setdefault(option, dict(spec or {}))
+        _ROLE_OPTIONS[key] = options
     return _ROLE_OPTIONS[key]
 
 
@@ -235,7 +239,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vllm_fleet_hardware or --hardware. Several --inventory sources are layered as
     ansible-inventory layers them (a later source's host variables win). The roles' tunables
     are known from `ansible-doc -t role` (:func:`role_options`)."""
-    from . import contract, runtimespec
+    from . import contract
     from .plan import host_input, iface_marked, plan_fleet, without_facts
 
     argv = ["ansible-inventory"]
@@ -256,7 +260,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.iface and "vllm_fleet_iface" not in variables:
             variables["vllm_fleet_iface"] = args.iface
         checked[name], found = contract.check(name, variables, declared)
-        problems += found + runtimespec.problems(name, variables)
+        problems += found + contract.tunable_problems(
+            name, {k: v for k, v in variables.items() if k not in contract.BY_NAME}, declared)
     # a host that runs no engine (vllm_fleet_role only master, store, router) needs no hardware
     problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
                  for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Dict, List
 
 
@@ -24,3 +25,22 @@ def as_list(value: Any) -> List[Any]:
 
 def as_map(value: Any) -> Dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def plain(value: Any) -> Any:
+    """Ansible's (lazy, tagged, unsafe) containers, strings and numbers as plain Python values:
+    what the plan reads from an inventory (the plan action's hostvars; `vllm-fleet plan`'s JSON
+    is plain already)."""
+    if isinstance(value, Mapping):
+        return {str(k) if isinstance(k, str) else k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value

@@ -384,6 +384,9 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             accelerator_name = ACCELERATOR_BY_BRAND_KEY.get((engine.proc.docker or {}).get("brand_key"), "cuda")
             if profile.get("generation") == "xpu":
                 accelerator_name = "xpu"
+            if accelerator_name not in accelerator.TABLES:   # before any host changes, every host at once
+                dep.problems.append(f"{host_name}: vllm_fleet_hardware: {req.hardware} ({accelerator_name}) is not "
+                                    f"deployable by vllm-fleet yet (its accelerators: {', '.join(accelerator.TABLES)})")
         gpus = int(profile.get("gpu_count") or 1)
         layout = deployment_layout(mine[0].host.layout, dep.name)
         entry = HostPlan(
@@ -429,7 +432,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
         entry.venv = plan_venv(host.layout["uv_root"], dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
                                [vars(p) for p in entry.processes], host.python, host.uv_python)
         entry.hash = plan_hash(entry.hashed())
-        runtimespec.attach(entry.processes, dep.name, req.hf_id, layout, host.docker, lambda p: p.to_dict())
+        runtimespec.attach(entry.processes, dep.name, req.hf_id, layout, host.docker)
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)

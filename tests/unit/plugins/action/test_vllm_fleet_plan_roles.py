@@ -68,8 +68,12 @@ def test_the_cli_knows_the_role_options_the_action_reads(monkeypatch):
     if not (here / "ansible-doc").exists() and not shutil.which("ansible-doc"):
         pytest.skip("platform: ansible-doc not installed (the unit session installs ansible-core)")
     monkeypatch.setenv("PATH", f"{here}{os.pathsep}{os.environ.get('PATH', '')}")
-    options = set()
+    options = {}
     for path in (ROOT / "roles").glob("*/meta/argument_specs.yml"):
         for entry in (yaml.safe_load(path.read_text())["argument_specs"] or {}).values():
-            options.update(n for n in (entry.get("options") or {}) if n.startswith(contract.PREFIX))
-    assert options and cli.role_options(ROOT / "roles") == options
+            options.update((n, spec) for n, spec in (entry.get("options") or {}).items() if n.startswith(contract.PREFIX))
+    got = cli.role_options(ROOT / "roles")
+    assert options and set(got) == set(options)
+    # with what the one checker reads of each (contract.tunable_problems)
+    for name, spec in options.items():
+        assert {k: got[name].get(k) for k in contract.SPEC_KEYS} == {k: spec.get(k) for k in contract.SPEC_KEYS}, name

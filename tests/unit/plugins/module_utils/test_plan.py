@@ -835,3 +835,26 @@ def test_routers_and_services_get_no_graceful_stop_flag(cat):
     assert router["workers"] == {"pools": pools, "model": _engine(out, "p1")["served_model_name"],
                                  "request": "completion"}
     assert "workers" not in _engine(out, "p1")
+
+
+def test_an_accelerator_without_a_role_is_refused_by_the_planner(tmp_path):
+    """Hardware whose accelerator has no role (TPU, XPU) is refused before any host changes,
+    every such host named at once (the playbooks have no assert of their own for it)."""
+    import shutil
+
+    import yaml as _yaml
+
+    shutil.copytree(ROOT / "recipes", tmp_path / "recipes")
+    path = tmp_path / "recipes" / "models" / "sentence-transformers" / "all-MiniLM-L6-v2.yaml"
+    recipe = _yaml.safe_load(path.read_text())
+    recipe["meta"]["hardware"]["trillium"] = "verified"
+    path.write_text(_yaml.safe_dump(recipe))
+    tpu = loader.load([tmp_path / "recipes"])
+    minilm = "sentence-transformers/all-MiniLM-L6-v2"
+    hosts = [HostInput(name=n, settings={"recipe": minilm, "hardware": "trillium", "deployment": "t"},
+                       gpu={"hardware": "trillium", "count": 8}) for n in ("t1", "t2")]
+    with pytest.raises(PlanError) as err:
+        plan(tpu, hosts)
+    said = str(err.value)
+    for name in ("t1", "t2"):
+        assert f"{name}: vllm_fleet_hardware: trillium (tpu) is not deployable by vllm-fleet yet" in said, said

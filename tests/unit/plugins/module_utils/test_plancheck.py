@@ -136,3 +136,48 @@ def test_a_role_refuses_a_broken_plan_naming_the_field_and_takes_a_good_one(plan
     assert "vllm_fleet_plan is not a host plan of this vllm-fleet" in text, refused.stdout[-3000:]
     assert "vllm_fleet_plan.processes[0].argv: expected a list, got str" in text and "vllm_fleet_plan.layout: missing" in text
     assert "Traceback" not in refused.stdout + refused.stderr
+
+
+def test_the_playbooks_check_a_plan_once_where_they_take_it():
+    """The bundle's playbooks check the plan where they take it (the plan action's; a recorded
+    one rollback.yml goes back to) and include the roles without their argument validation: one
+    check per host and run instead of one per role included. A role used on its own (Molecule,
+    an operator's playbook; the test above) still checks it."""
+    books = sorted((ROOT / "playbooks").rglob("*.yml"))
+    includes, takes = 0, []
+    for path in books:
+        def walk(node):
+            nonlocal includes
+            if isinstance(node, dict):
+                for key in ("ansible.builtin.include_role", "ansible.builtin.import_role", "include_role", "import_role"):
+                    if key in node:
+                        includes += 1
+                        assert node[key].get("rolespec_validate") is False, (path.name, node.get("name"))
+                facts = node.get("ansible.builtin.set_fact")
+                if isinstance(facts, dict) and "vllm_fleet_plan" in facts:
+                    takes.append((path.name, node.get("name"), facts["vllm_fleet_plan"]))
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+        walk(yaml.safe_load(path.read_text()))
+    assert includes >= 20 and sorted(name for name, _, _ in takes) == ["_plan.yml", "rollback.yml"], (includes, takes)
+    for name, task, expr in takes:
+        assert str(expr).rstrip().endswith("| vllm_fleet_checked_plan(as_plan=true) }}"), (name, task, expr)
+
+
+def test_the_check_where_a_plan_is_taken_hands_it_on_or_names_each_wrong_field(plans):
+    sys.path.insert(0, str(ROOT / "plugins" / "filter"))
+    try:
+        from vllm_fleet_checked_plan import checked_plan
+    finally:
+        sys.path.pop(0)
+    from ansible.errors import AnsibleFilterError
+
+    good = next(iter(plans.values()))
+    assert checked_plan(good, as_plan=True) is good and checked_plan(good) is True
+    broken = copy.deepcopy(good)
+    del broken["layout"]
+    with pytest.raises(AnsibleFilterError, match=r"vllm_fleet_plan\.layout: missing"):
+        checked_plan(broken, as_plan=True)

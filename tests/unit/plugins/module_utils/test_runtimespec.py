@@ -127,11 +127,17 @@ def test_it_is_not_hashed():
     assert "docker_run" not in proc.to_dict(with_drain=False) and proc.to_dict()["docker_run"] == {"name": "p"}
 
 
-@pytest.mark.parametrize("var", ["vllm_fleet_docker_cap_drop", "vllm_fleet_docker_ipc_mode"])
-def test_a_wrong_type_is_refused_before_planning(tmp_path, var):
+@pytest.mark.parametrize("var,value,said", [
+    ("vllm_fleet_docker_cap_drop", {"not": "right"}, "unable to convert to list"),
+    ("vllm_fleet_docker_ipc_mode", {"not": "right"}, "expected a string, got"),
+    # the role's choices too: `vllm-fleet plan` applies the argument spec the role applies
+    ("vllm_fleet_docker_pull", "sometimes", "one of: always, missing, never, not_present"),
+])
+def test_a_wrong_value_is_refused_before_planning(tmp_path, var, value, said):
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text(yaml.safe_dump({"all": {"hosts": {HOST: dict(BASE, **{var: {"not": "right"}})}}}))
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {HOST: dict(BASE, **{var: value})}}}))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
     out = subprocess.run([sys.executable, "-m", "vllm_fleet.cli", "plan", "--recipes", str(ROOT / "recipes"),
                           "--inventory", str(inventory)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert out.returncode != 0 and f"{HOST}: {var}" in out.stderr and "Traceback" not in out.stderr
+    assert said in out.stderr.split(f"{HOST}: {var}", 1)[1].splitlines()[0], out.stderr
