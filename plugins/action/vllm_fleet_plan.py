@@ -9,6 +9,7 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 
 from ansible.errors import AnsibleActionFail
@@ -68,8 +69,7 @@ class ActionModule(ActionBase):
                     problems.append(f"{name}: {key}: cannot be evaluated: {to_text(exc).splitlines()[0]}")
             values, found = contract.check(name, raw, declared, path_kinds)
             problems += found
-            problems += contract.tunable_problems(name, {k: v for k, v in raw.items() if k not in contract.BY_NAME},
-                                                  specs)
+            problems += _check_tunables(name, {k: v for k, v in raw.items() if k not in contract.BY_NAME}, specs)
             checked[name] = values
         problems += _group_conflicts(self._layers, names)
         return checked, problems
@@ -213,7 +213,7 @@ def role_declarations(roles_dir):
     """Role tunables: ({variable: argument spec} from every role's meta/argument_specs.yml,
     every name the roles declare in argument_specs or defaults, and the bundle's internal
     names). Reading YAML only: the argument specs are applied by Ansible's own validator
-    (contract.tunable_problems); the contract gets the names as its check's ``extra_known``."""
+    (_check_tunables); the contract gets the names as its check's ``extra_known``."""
     import yaml
 
     specs = {}
@@ -263,6 +263,30 @@ def _role_specs():
         specs, declared = role_declarations(ROLES_DIR)
         _SPECS = specs, declared, path_tunables(specs)
     return _SPECS
+
+
+def _check_tunables(host, values, specs):
+    """Role tunables set in an inventory (``values``), validated as the role itself validates them:
+    Ansible's own argument-spec validator over the role's spec (``specs``: variable -> its argument
+    spec). One message per problem, naming host and variable."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    problems = []
+    for name, value in sorted(values.items()):
+        if value is None or name not in specs:
+            continue
+        spec = {k: v for k, v in specs[name].items() if k in contract.SPEC_KEYS}
+        # Ansible's validator turns a mapping or a list given for a string into its text: here
+        # that is a mistake to name, not a value to plan
+        texts = [value] if spec.get("type") == "str" else \
+            list(value) if spec.get("type") == "list" and spec.get("elements") == "str" and isinstance(value, list) else []
+        if [v for v in texts if isinstance(v, (Mapping, list, tuple))]:
+            problems.append(f"{host}: {name}: expected {'a string' if spec['type'] == 'str' else 'a list of strings'}, "
+                            f"got {contract.shown(value)}")
+            continue
+        outcome = ArgumentSpecValidator({name: spec}).validate({name: value})
+        problems += [f"{host}: {name}: {error}" for error in outcome.error_messages]
+    return problems
 
 
 class _Layers:

@@ -9,7 +9,7 @@ client load for the whole rollout.
 2. A bad change (a flag vLLM rejects at start): the canary instance is put back on its previous
    container automatically, the other instances are never touched, the load sees 0 failed
    requests and the run fails with the summary.
-3. rollback.yml to a named revision (and to the previous one in 4); a limit of one host.
+3. rollback.yml to the previous and to a named revision; a limit of one host.
 4. A new model revision (vllm_fleet_model_source hub, a local Hub mirror with two commits):
    staged on every host before the first drain, a rollback that asks the Hub nothing, and the
    snapshot collected with the revisions that used it.
@@ -152,19 +152,11 @@ def _records(fleet, host):
     return out
 
 
-def test_rollback_playbook_to_a_named_revision_under_load(roll, capsys):
+def test_rollback_playbook_to_the_previous_and_to_a_named_revision_under_load(roll, capsys):
     # revisions so far on each engine host: 1 (the first deploy), 2 (max-model-len 4096; the bad
-    # revision was rolled back and never recorded). rollback.yml to the previous revision (no
-    # vllm_fleet_rollback_to) is the model-revision test's below.
-    # A revision a host does not have: refused before any host changes, naming host and revision
-    before = {h: running(roll, h)["Id"] for h in ENGINES}
-    missing = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=9")
-    assert missing.rc != 0 and "no revision 9" in missing.out and "roll-a" in missing.out, missing
-    assert "Traceback" not in missing.out
-    assert {h: running(roll, h)["Id"] for h in ENGINES} == before
-    # back to the named revision 1, under load
+    # revision was rolled back and never recorded)
     load = Load(roll, "rollback", SEED)
-    back = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=1")
+    back = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster")
     stats = load.stop(capsys)
     assert back.rc == 0, back
     assert stats["failed"] == 0, stats
@@ -174,6 +166,18 @@ def test_rollback_playbook_to_a_named_revision_under_load(roll, capsys):
         assert "--max-model-len" not in c["Config"]["Cmd"], (host, c["Config"]["Cmd"])   # revision 1's argv
         rec = _records(roll, host)
         assert '"number": 3' in rec and '"note": "rollback to revision 1"' in rec, rec[-800:]
+    # a revision a host does not have: refused before any host changes, naming host and revision
+    before = {h: running(roll, h)["Id"] for h in ENGINES}
+    missing = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=9")
+    assert missing.rc != 0 and "no revision 9" in missing.out and "roll-a" in missing.out, missing
+    assert "Traceback" not in missing.out
+    assert {h: running(roll, h)["Id"] for h in ENGINES} == before
+    # forward again, to the named revision 2
+    again = playbook("rollback.yml", roll.inventory, "-l", "roll_cluster", "-e", "vllm_fleet_rollback_to=2")
+    assert again.rc == 0, again
+    for host in ENGINES:
+        assert running(roll, host)["Config"]["Cmd"][-2:] == GOOD, host
+        assert '"note": "rollback to revision 2"' in _records(roll, host)
 
 
 STORE = "/var/lib/vllm-fleet/models"

@@ -280,34 +280,9 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
     return out, c.problems
 
 
-# the keys of a role option's argument spec that say what its value must be
+# the keys of a role option's argument spec that say what its value must be (the plan action
+# validates role tunables against them with Ansible's own validator)
 SPEC_KEYS = ("type", "elements", "choices", "options")
-
-
-def tunable_problems(host: str, values: Mapping[str, Any], specs: Mapping[str, Mapping[str, Any]]) -> List[str]:
-    """Role tunables set in an inventory (``values``), validated as the role itself validates them:
-    Ansible's own argument-spec validator over the role's spec (``specs``: variable -> its
-    argument spec, as the plan action and `vllm-fleet plan` read them from the roles). One
-    message per problem, naming host and variable. Needs ansible-core (both callers have it)."""
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
-    problems = []
-    for name, value in sorted(values.items()):
-        if value is None or name not in specs:
-            continue
-        spec = {k: v for k, v in specs[name].items() if k in SPEC_KEYS}
-        # Ansible's validator turns a mapping or a list given for a string into its text: here
-        # that is a mistake to name, not a value to plan
-        texts = [value] if spec.get("type") == "str" else \
-            list(value) if spec.get("type") == "list" and spec.get("elements") == "str" and isinstance(value, list) else []
-        shaped = [v for v in texts if isinstance(v, (Mapping, list, tuple))]
-        if shaped:
-            problems.append(f"{host}: {name}: expected {'a string' if spec['type'] == 'str' else 'a list of strings'}, "
-                            f"got {shown(value)}")
-            continue
-        outcome = ArgumentSpecValidator({name: spec}).validate({name: value})
-        problems += [f"{host}: {name}: {error}" for error in outcome.error_messages]
-    return problems
 
 
 def run_options(values: Mapping[str, Any]) -> Dict[str, Any]:

@@ -46,10 +46,45 @@ DOCKER_TUNABLES: Dict[str, Any] = {
 _LABEL_OPT = re.compile(r"^label[=:]")
 
 
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    if isinstance(default, list):
+        return "list"
+    if isinstance(default, dict):
+        return "dict"
+    return "str"
+
+
+def problems(host: str, values: Mapping[str, Any]) -> List[str]:
+    """What is wrong with a host's docker tunables (``values``: its variables), each message naming
+    host and variable: a string, a whole number, a boolean, a list of strings or a mapping of
+    strings, as its default is (the plan action checks them with the role's argument_specs too;
+    `vllm-fleet plan` checks them here)."""
+    found = []
+    for var, default in DOCKER_TUNABLES.values():
+        value = values.get(var)
+        if value is None:
+            continue
+        kind = _kind(default)
+        ok = {"bool": lambda v: isinstance(v, bool),
+              "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "list": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, str) for i in v),
+              "dict": lambda v: isinstance(v, Mapping) and all(isinstance(i, (str, int, float)) for i in v.values()),
+              "str": lambda v: isinstance(v, str) and bool(v)}[kind](value)
+        if not ok:
+            want = {"bool": "true or false", "int": "a whole number >= 0", "list": "a list of strings",
+                    "dict": "a mapping of label -> string", "str": "a non-empty string"}[kind]
+            found.append(f"{host}: {var}: expected {want}, got {type(value).__name__} {value!r}")
+    return found
+
+
 def docker_tunables(values: Mapping[str, Any]) -> Dict[str, Any]:
     """A host's docker tunables from its variables (``values``: inventory variable -> value; a
-    variable unset or null takes the default). Their types were checked before, against the
-    docker role's argument_specs (contract.tunable_problems)."""
+    variable unset or null takes the default). Their types were checked before (the plan action:
+    the docker role's argument_specs; `vllm-fleet plan`: :func:`problems`)."""
     out = {}
     for key, (var, default) in DOCKER_TUNABLES.items():
         value = values.get(var)

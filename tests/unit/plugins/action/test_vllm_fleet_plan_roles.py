@@ -74,6 +74,22 @@ def test_the_cli_knows_the_role_options_the_action_reads(monkeypatch):
             options.update((n, spec) for n, spec in (entry.get("options") or {}).items() if n.startswith(contract.PREFIX))
     got = cli.role_options(ROOT / "roles")
     assert options and set(got) == set(options)
-    # with what the one checker reads of each (contract.tunable_problems)
+    # with what the plan action's check reads of each (_check_tunables, contract.SPEC_KEYS)
     for name, spec in options.items():
         assert {k: got[name].get(k) for k in contract.SPEC_KEYS} == {k: spec.get(k) for k in contract.SPEC_KEYS}, name
+
+
+def test_role_tunables_are_validated_as_the_role_validates_them_and_a_shape_given_for_a_string_is_named(action):
+    """_check_tunables: Ansible's own validator over the role's spec (types, elements, choices;
+    its conversions, as -e key=value strings need them), and a mapping or a list given for a string
+    refused instead of turned into its text (which Ansible's validator would plan)."""
+    specs, _ = action.role_declarations(str(ROOT / "roles"))
+    check = action._check_tunables
+    assert check("h1", {"vllm_fleet_docker_ipc_mode": "host", "vllm_fleet_docker_stop_timeout": "45",
+                        "vllm_fleet_docker_cap_drop": ["ALL"]}, specs) == []
+    assert check("h1", {"vllm_fleet_docker_ipc_mode": {"not": "right"}}, specs) == [
+        "h1: vllm_fleet_docker_ipc_mode: expected a string, got '{\"not\": \"right\"}'"]
+    assert check("h1", {"vllm_fleet_docker_cap_drop": ["ALL", ["x"]]}, specs)[0].startswith(
+        "h1: vllm_fleet_docker_cap_drop: expected a list of strings, got")
+    [pull] = check("h1", {"vllm_fleet_docker_pull": "sometimes"}, specs)
+    assert pull.startswith("h1: vllm_fleet_docker_pull: ") and "always, missing, never, not_present" in pull, pull
