@@ -116,9 +116,12 @@ def test_secrets_never_leak_and_a_rotated_key_is_live_after_one_rerun(guard):
     assert second.rc == 0, second
     assert _ask(guard, KEY_B) == 200 and _ask(guard, KEY_A) == 401
     rotated = docker_inspect(CONTAINER)
-    # a start that fails (a flag the real vLLM parser rejects) must not print the secrets either
+    # a start that fails (a flag the real vLLM parser rejects: the stand-in's argv check on for
+    # this run) must not print the secrets either
+    checked = {**COMMON["vllm_fleet_env"], "VLLM_STANDIN_CHECK": "1"}
     failing = playbook("deploy.yml", guard.inventory, "-l", "contract_cluster", "-v", *secrets_b,
-                       *_extra(vllm_fleet_extra_args=["--no-such-flag-for-vllm"], vllm_fleet_health_timeout=40))
+                       *_extra(vllm_fleet_extra_args=["--no-such-flag-for-vllm"], vllm_fleet_health_timeout=40,
+                               vllm_fleet_env=checked))
     assert failing.rc != 0, failing
     marker = host_exec(guard.container("guard-a"),
                        ["sh", "-c", "cat /var/lib/vllm-fleet/state/* 2>/dev/null; ls -la /var/lib/vllm-fleet"]).stdout

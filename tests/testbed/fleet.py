@@ -230,8 +230,10 @@ def ensure_network(network: str = NETWORK, subnet: str = SUBNET) -> None:
 def gateway(network: str = NETWORK) -> str:
     """This machine's address on the fleet network (its bridge's gateway): what a test host's
     containers reach this machine at (a local Hub mirror bound there, never beyond the bridge)."""
-    out = run(["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}", network]).stdout
-    gw, _, subnet = out.strip().partition(" ")
+    # "|" between the two: an internal network's IPAM config may leave the gateway empty (then the
+    # bridge takes the subnet's first address), and a space there was stripped with the line
+    out = run(["docker", "network", "inspect", "-f", "{{range .IPAM.Config}}{{.Gateway}}|{{.Subnet}}{{end}}", network]).stdout
+    gw, _, subnet = out.strip().partition("|")
     return gw or str(next(ipaddress.ip_network(subnet.strip()).hosts()))
 
 
