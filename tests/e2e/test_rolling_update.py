@@ -65,8 +65,7 @@ def roll(make_fleet):
     src = ROOT / "tests" / "e2e" / "load_client.py"
     assert host_exec(made.container("roll-r"), ["mkdir", "-p", "/opt/load"]).returncode == 0
     subprocess.run(["docker", "cp", str(src), f"{made.container('roll-r')}:/opt/load/load_client.py"], check=True)
-    yield made
-    playbook("teardown.yml", made.inventory, "-l", "roll_cluster")
+    return made   # the module's tests tear it down (teardown.yml); make_fleet removes the hosts
 
 
 NAMES = {"roll-a": "vllm-fleet-roll-i0", "roll-b": "vllm-fleet-roll-i1", "roll-c": "vllm-fleet-roll-i2"}
