@@ -79,7 +79,7 @@ def conformance(session: nox.Session) -> None:
                 "--recipes", str(SHARED / "conformance" / "recipes"), *session.posargs)
 
 
-MODULES = ["vllm_fleet_accelerator_ready", "vllm_fleet_bench_report", "vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_process_info",
+MODULES = ["vllm_fleet_accelerator_ready", "vllm_fleet_bench_report", "vllm_fleet_container", "vllm_fleet_gpu_facts", "vllm_fleet_health", "vllm_fleet_plan", "vllm_fleet_process_info",
            "vllm_fleet_revision", "vllm_fleet_stage",
            "vllm_fleet_state"]
 

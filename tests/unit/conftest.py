@@ -34,7 +34,8 @@ API_JSON = FIXTURES / "api" / "test-org" / "Api-Model.json"
 # the modules import their module_utils as Ansible ships them (ansible.module_utils.<name>): here
 # those names are the repository's files, for tests that load a module file directly
 for _name in ("vllm_fleet_smi", "vllm_fleet_gpu_health", "vllm_fleet_gpu_values",   # in import order
-              "vllm_fleet_gpu_nvidia", "vllm_fleet_gpu_amd", "vllm_fleet_gpu_host", "vllm_fleet_gpu_taxonomy"):
+              "vllm_fleet_gpu_nvidia", "vllm_fleet_gpu_amd", "vllm_fleet_gpu_host", "vllm_fleet_gpu_taxonomy",
+              "vllm_fleet_process", "vllm_fleet_container"):
     sys.modules.setdefault("ansible.module_utils." + _name, __import__(_name))
 
 from skip_policy import pytest_addoption, pytest_configure  # noqa: E402,F401 - plugin hooks

@@ -30,7 +30,7 @@ COMPILE_CACHE_ROOT = f"{DATA_ROOT}/compile-cache"
 MODEL_STORE = f"{DATA_ROOT}/models"                 # staged snapshots, <org>--<name>--<revision>/ (staging)
 # vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
 STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"
-KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (vllm_fleet_docker keep_one.yml)
+KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (module vllm_fleet_container)
 LEGACY_MARKER_SUFFIX = ".plan"   # <state_dir>/<deployment>.plan: the deployed plan's hash, before the records held it
 
 # The host's path tunables (inventory variables; the roles' defaults hold the same values) and
