@@ -33,13 +33,12 @@ pytestmark = pytest.mark.e2e
 
 SEED = "baidu/ERNIE-4.5-VL-28B-A3B-PT"
 ENGINES = ("roll-a", "roll-b", "roll-c")
-# roll-a and roll-m are 4-GPU boxes (the fakes' count knob): the replica test fills them
-GROUPS = {"roll_cluster": {"hosts": {"roll-a": "h200x8:count=4", "roll-b": "h200x8", "roll-c": "h200x8", "roll-r": "none"},
+GROUPS = {"roll_cluster": {"hosts": {"roll-a": "h200x8", "roll-b": "h200x8", "roll-c": "h200x8", "roll-r": "none"},
                            # one server per host (the default, auto, would start one per GPU; the
                            # replica test below asks for auto)
                            "vars": {"vllm_fleet_deployment": "roll", "vllm_fleet_replicas_per_host": 1}},
           # the replica test's ROCm host (no router): a replica per GPU, each its own render node
-          "roll_rocm": {"hosts": {"roll-m": "mi300x8:count=4"}, "vars": {"vllm_fleet_deployment": "roll-rocm"}}}
+          "roll_rocm": {"hosts": {"roll-m": "mi300x8"}, "vars": {"vllm_fleet_deployment": "roll-rocm"}}}
 HOST_VARS = {"roll-r": {"vllm_fleet_role": "router"}}
 COMMON = {
     "vllm_fleet_recipe": SEED,
@@ -334,9 +333,9 @@ def _router_process(fleet):
 
 
 def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, capsys):
-    """The seed alone on a FAKE 4 x H200 host with vllm_fleet_replicas_per_host auto: 4 replicas,
+    """The seed alone on a FAKE 8 x H200 host with vllm_fleet_replicas_per_host auto: 8 replicas,
     one GPU and one port each, all behind the router (a first deploy starts them at once). Down
-    to 2: the 2 dropped ones leave the router and go, r0 and r1 run on untouched. Up to 3 under
+    to 2: the 6 dropped ones leave the router and go, r0 and r1 run on untouched. Up to 3 under
     load, then back to 2 with a changed flag under load: r2 leaves, r0 (the canary) and r1 switch
     one after the other, 0 failed requests. The router is never restarted: every change of its
     workers goes through its API (same PID and start time), and its .workers file (what it
@@ -351,14 +350,14 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     limit = ["-l", "roll-a,roll-r"]
     env = {"VLLM_STANDIN_SERVE": "light", "VLLM_STANDIN_LATENCY": "0.2", "VLLM_STANDIN_CHECK": "0"}
     auto = {"vllm_fleet_replicas_per_host": "auto", "vllm_fleet_env": env}
-    # the FAKE MI300X x4 host beside it (same run, in parallel)
+    # the FAKE MI300X x8 host beside it (same run, in parallel)
     run = playbook("deploy.yml", inventory, "-l", "roll-a,roll-r,roll-m", "--diff", "-e", json.dumps(auto))
     assert run.rc == 0, run
-    for i in range(4):   # the plan shows every replica's GPU set and port
+    for i in range(8):   # the plan shows every replica's GPU set and port
         assert f"vllm-fleet-roll-r{i} (GPU {i}, port {8000 + i}): vllm serve" in " ".join(run.out.split()), i
     rocm_argv = seed_argv = ["vllm", "serve", SEED, "--trust-remote-code", "--tensor-parallel-size", "1",
                              "--mm-encoder-tp-mode", "data"]
-    for i in range(4):   # ROCm: /dev/kfd and the replica's own render node, nothing else of /dev/dri
+    for i in range(8):   # ROCm: /dev/kfd and the replica's own render node, nothing else of /dev/dri
         c = docker_inspect(f"vllm-fleet-roll-rocm-r{i}")
         assert c is not None and c["State"]["Running"], (i, run.out[-2000:])
         assert sorted(d["PathOnHost"] for d in c["HostConfig"]["Devices"]) == [f"/dev/dri/renderD{128 + i}",
@@ -366,25 +365,25 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
         assert not c["HostConfig"].get("DeviceRequests")
         assert not [e for e in c["Config"]["Env"] if e.startswith(("HIP_VISIBLE_DEVICES=", "ROCR_VISIBLE_DEVICES="))]
         assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(rocm_argv) + ["--port", str(8000 + i)]
-    for i in range(4):   # every replica answers on its own port (the health gate passed them all)
+    for i in range(8):   # every replica answers on its own port (the health gate passed them all)
         status, _ = host_http(roll.container("roll-m"), "GET", f"http://127.0.0.1:{8000 + i}/v1/models")
         assert status == 200, i
     rocm_down = playbook("teardown.yml", inventory, "-l", "roll-m")
     assert rocm_down.rc == 0 and docker_inspect("vllm-fleet-roll-rocm-r0") is None, rocm_down
     got = _replicas()
-    assert sorted(got) == [f"r{i}" for i in range(4)], sorted(got)
-    for i in range(4):
+    assert sorted(got) == [f"r{i}" for i in range(8)], sorted(got)
+    for i in range(8):
         c = got[f"r{i}"]
         assert c["State"]["Running"], i
         requests = c["HostConfig"]["DeviceRequests"]
         assert [(r["Driver"], r["DeviceIDs"], r.get("Count") or 0) for r in requests] == [("nvidia", [str(i)], 0)]
         assert [*c["Config"]["Entrypoint"], *c["Config"]["Cmd"]] == served(seed_argv) + ["--port", str(8000 + i)]
     address = roll.hosts["roll-a"]["ip"]
-    assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(4))
+    assert _router_urls(roll) == sorted(f"http://{address}:{8000 + i}" for i in range(8))
     router, on_disk = _router_process(roll)
     assert on_disk == _router_urls(roll)
-    assert "idle GPUs" not in run.out   # 4 replicas x TP 1 cover the 4 GPUs
-    # two replicas: r2, r3 leave the router and go; r0, r1 run as they were (same containers)
+    assert "idle GPUs" not in run.out   # 8 replicas x TP 1 cover the 8 GPUs
+    # two replicas: r2-r7 leave the router and go; r0, r1 run as they were (same containers)
     two = {**auto, "vllm_fleet_replicas_per_host": 2}
     kept = {k: got[k]["Id"] for k in ("r0", "r1")}
     fewer = playbook("deploy.yml", inventory, *limit, "-e", json.dumps(two))
@@ -393,7 +392,7 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     assert sorted(got) == ["r0", "r1"] and {k: c["Id"] for k, c in got.items()} == kept, sorted(got)
     assert _router_urls(roll) == sorted(f"http://{address}:{p}" for p in (8000, 8001))
     assert _router_process(roll) == (router, _router_urls(roll)), "the router restarted or its file is stale"
-    assert "idle GPUs: roll-a: GPU 2-3 of 4" in fewer.out, fewer.out[-2000:]
+    assert "idle GPUs: roll-a: GPU 2-7 of 8" in fewer.out, fewer.out[-2000:]
     # up to 3 under load: r2 starts, passes its gate and joins the router; r0 and r1 untouched
     load = Load(roll, "scale-up", SEED)
     three = {**auto, "vllm_fleet_replicas_per_host": 3}
@@ -423,6 +422,6 @@ def test_replicas_fill_the_host_then_scale_down_and_update_under_load(roll, caps
     down = playbook("teardown.yml", inventory, *limit)
     assert down.rc == 0 and _replicas() == {}, down
     with capsys.disabled():
-        print(f"\nreplicas: deploy 4 (and 4 ROCm) in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, up to 3 under "
+        print(f"\nreplicas: deploy 8 in {run.seconds:.0f} s, down to 2 in {fewer.seconds:.0f} s, up to 3 under "
               f"load in {up.seconds:.0f} s, down to 2 with an update under load in {update.seconds:.0f} s, "
               f"teardown in {down.seconds:.0f} s; router PID {router[0]} throughout")

@@ -87,9 +87,7 @@ PROFILE_FILE = "/etc/vllm-fleet-fake-gpu"
 FAKE_KNOBS = {"topology": ("nvswitch", "pairs"),
               # GPU health (tests/fakes/README.md): sick=GPU:KIND[,GPU:KIND...], xid=GPU:CODE[,...]
               "sick": re.compile(r"[0-9]+:[a-z_]+(,[0-9]+:[a-z_]+)*\Z"),
-              "xid": re.compile(r"[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*\Z"),
-              # fewer GPUs than the profile's 8 (a smaller box of the same model): count=1..8
-              "count": re.compile(r"[1-8]\Z")}
+              "xid": re.compile(r"[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*\Z")}
 # FAKE ROCm render nodes of this machine (fake-gpu-runtime.sh up): GPU i -> renderD(128+i)
 RENDER_NODES = [f"/dev/dri/renderD{128 + i}" for i in range(8)]
 PREFIX = "vllm-fleet-test-"
@@ -169,7 +167,7 @@ def parse_hosts(spec) -> list[dict]:
             allowed = FAKE_KNOBS.get(key)
             if allowed is None or (value not in allowed if isinstance(allowed, tuple) else not allowed.match(value)):
                 raise FleetError(f"host {name}: unknown knob {key}={value} (known: topology=nvswitch|pairs, "
-                                 f"sick=GPU:KIND,..., xid=GPU:CODE,..., count=1..8)")
+                                 f"sick=GPU:KIND,..., xid=GPU:CODE,...)")
         seen.add(name)
         host = {"name": name, "profile": profile, "vendor": profiles[profile], "docker_socket": "docker" in opts}
         if knobs:
