@@ -41,6 +41,13 @@ def _known(run, name):
 
 
 DIR_MODE = 0o755
+PORT_WAIT_S = 60   # how long a stopped revision may take to let go of its port
+
+
+def _image_id(run, image):
+    """The image's id, or None when the engine does not have it."""
+    rc, out, _ = run(["docker", "image", "inspect", "-f", "{{.Id}}", image])
+    return out.strip() if rc == 0 and out.strip() else None
 
 
 def prepare(run, dirs, dirs_present, images, pull="missing", check=False):
@@ -72,8 +79,7 @@ def prepare(run, dirs, dirs_present, images, pull="missing", check=False):
                                  f"(it is mounted read-only: fill it first)")
     ids = []
     for image in images:
-        rc, out, _ = run(["docker", "image", "inspect", "-f", "{{.Id}}", image])
-        present = rc == 0 and out.strip()
+        present = _image_id(run, image)
         if pull == "always" or (pull == "missing" and not present):
             if check:
                 actions.append(f"{image}: would be pulled")
@@ -82,10 +88,9 @@ def prepare(run, dirs, dirs_present, images, pull="missing", check=False):
             else:
                 _docker(run, ["pull", "--quiet", image], image)
                 actions.append(f"{image}: pulled")
-                rc, out, _ = run(["docker", "image", "inspect", "-f", "{{.Id}}", image])
-                present = rc == 0 and out.strip()
+                present = _image_id(run, image)
         if present:
-            ids.append(out.strip())
+            ids.append(present)
         elif not check:
             missing.append(image)
     if missing:
@@ -94,7 +99,7 @@ def prepare(run, dirs, dirs_present, images, pull="missing", check=False):
     return {"changed": bool(actions), "actions": actions, "identity": ",".join(sorted(ids))}
 
 
-def port_free(port, host="127.0.0.1", timeout=60.0, interval=0.5, clock=time.monotonic, sleep=time.sleep):
+def port_free(port, host="127.0.0.1", timeout=PORT_WAIT_S, interval=0.5, clock=time.monotonic, sleep=time.sleep):
     """Wait until nothing accepts on host:port (the stopped revision let go of it). True when free."""
     deadline = clock() + timeout
     while True:
@@ -110,7 +115,10 @@ def port_free(port, host="127.0.0.1", timeout=60.0, interval=0.5, clock=time.mon
 def keep(run, processes, suffix, stop_timeout, check=False, wait_port=port_free):
     """Stop each running container whose plan-hash label is not its process's hash and rename
     it to ``<name><suffix>`` (an older kept one is removed first); wait until a serving one's
-    port is free. Containers of the same revision, and absent ones, are left alone."""
+    port is free. Containers of the same revision, and absent ones, are left alone. Docker waits
+    the process's finished spec's ``docker_run.stop_timeout`` (the plan merged the graceful stop
+    and vllm_fleet_docker_stop_timeout there); ``stop_timeout`` only for a process without one (a
+    revision recorded before the plan carried it)."""
     actions, kept = [], []
     for proc in processes:
         name = proc["name"]
@@ -125,13 +133,13 @@ def keep(run, processes, suffix, stop_timeout, check=False, wait_port=port_free)
         if _known(run, prev)["state"] != "absent":
             _docker(run, ["rm", "-f", prev], prev)
             actions.append(f"{prev}: removed (an older kept revision)")
-        timeout = int(proc.get("stop_timeout") or stop_timeout)
+        timeout = int((proc.get("docker_run") or {}).get("stop_timeout") or stop_timeout)
         _docker(run, ["stop", "-t", str(timeout), name], name)
         _docker(run, ["rename", name, prev], name)
         actions.append(f"{name}: stopped and kept as {prev}")
         if proc.get("serves_http") and proc.get("port"):
             if not wait_port(proc["port"]):
-                raise ContainerError(f"{name}: port {proc['port']} is still taken 60 s after the container stopped")
+                raise ContainerError(f"{name}: port {proc['port']} is still taken {PORT_WAIT_S} s after the container stopped")
     return {"changed": bool(kept), "actions": actions, "kept": kept}
 
 

@@ -27,7 +27,7 @@ description:
     argv (module_utils vllm_fleet_container).
 options:
   processes:
-    description: The step's processes (C(name), C(hash), C(port), C(serves_http), optional C(stop_timeout));
+    description: The step's processes (C(name), C(hash), C(port), C(serves_http), C(docker_run.stop_timeout));
       required unless state is prepared.
     type: list
     elements: dict
@@ -61,7 +61,8 @@ options:
     choices: [never, missing, always]
     default: missing
   stop_timeout:
-    description: Seconds docker waits for a container to exit on SIGTERM (a process's own C(stop_timeout) wins).
+    description: Seconds docker waits for a container to exit on SIGTERM, for a process whose finished
+      spec has no C(docker_run.stop_timeout) (a revision recorded before the plan carried it).
     type: int
     default: 30
 author: vllm-fleet

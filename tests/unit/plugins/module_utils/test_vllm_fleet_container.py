@@ -73,13 +73,15 @@ def test_keep_stops_and_renames_only_the_other_revision_then_a_repeat_does_nothi
     assert not again["changed"] and again["kept"] == [] and d.changes() == []
 
 
-def test_keep_uses_the_process_stop_timeout_and_check_mode_changes_nothing():
-    d = Docker(a={"status": "running", "hash": "old"})
-    plan = [{"name": "a", "hash": "new", "stop_timeout": 120}]
+def test_keep_uses_the_finished_specs_stop_timeout_and_check_mode_changes_nothing():
+    d = Docker(a={"status": "running", "hash": "old"}, b={"status": "running", "hash": "old"})
+    plan = [{"name": "a", "hash": "new", "docker_run": {"stop_timeout": 120}},
+            {"name": "b", "hash": "new"}]   # a recorded revision without the finished spec: the option's
     checked = vc.keep(d, plan, SUFFIX, 30, check=True, wait_port=free)
-    assert checked["changed"] and checked["actions"] == ["a: would stop and keep as a-prev"] and d.changes() == []
+    assert checked["changed"] and checked["actions"] == ["a: would stop and keep as a-prev",
+                                                         "b: would stop and keep as b-prev"] and d.changes() == []
     vc.keep(d, plan, SUFFIX, 30, wait_port=free)
-    assert ["stop", "-t", "120", "a"] in d.changes()
+    assert ["stop", "-t", "120", "a"] in d.changes() and ["stop", "-t", "30", "b"] in d.changes()
 
 
 def test_keep_fails_when_the_port_stays_taken_or_docker_fails_naming_the_container():
