@@ -54,6 +54,38 @@ def _install(session: nox.Session) -> None:
     session.install("-e", ".", "pytest>=8")
 
 
+def _cpu_times():
+    """(busy, total) jiffies of all CPUs from /proc/stat (None where there is none)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+class _CpuBusy:
+    """Logs how busy the machine's CPUs were while a session's tests ran (CPU-bound suites gain
+    nothing from more workers; idle ones do): `with _CpuBusy(session, "e2e"): ...`."""
+
+    def __init__(self, session: nox.Session, label: str):
+        self.session, self.label = session, label
+
+    def __enter__(self):
+        import time
+        self.start, self.t0 = _cpu_times(), time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        import time
+        end = _cpu_times()
+        if self.start and end and end[1] > self.start[1]:
+            busy = 100.0 * (end[0] - self.start[0]) / (end[1] - self.start[1])
+            self.session.log(f"{self.label}: the CPUs ({os.cpu_count()}) were {busy:.0f} % busy over "
+                             f"{time.monotonic() - self.t0:.0f} s")
+        return False
+
+
 @nox.session(python=False if os.environ.get("VLLM_FLEET_NOX_NO_VENV") else None)
 def unit(session: nox.Session) -> None:
     """Unit tests (mirror plugins/): engine, validator, loader, CLI, modules and plugins.
@@ -63,9 +95,15 @@ def unit(session: nox.Session) -> None:
     fails the session on any skip whose reason does not start with "platform:".
     """
     if session.venv_backend != "none":
-        session.install("-e", ".[bench,stage]", "pytest>=8", "ansible-core>=2.17,<2.20")
-    session.run("python", "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
-                "--fail-on-skip", *session.posargs)
+        session.install("-e", ".[bench,stage]", "pytest>=8", "pytest-xdist>=3.5", "ansible-core>=2.17,<2.20")
+    # UNIT_WORKERS pytest-xdist workers (default 2; 0: in this process). Most of the suite's time
+    # is the ansible-playbook and CLI subprocesses its tests start, each on one core: 2 workers
+    # took 252 s where one took 420 s here (2026-12-07). Tests write only under tmp_path.
+    workers = os.environ.get("UNIT_WORKERS", "2")
+    parallel = ["-n", workers] if workers != "0" else []
+    with _CpuBusy(session, "unit"):
+        session.run("python", "-m", "pytest", "tests/unit", "-q", "-p", "no:cacheprovider",
+                    "--fail-on-skip", *parallel, *session.posargs)
 
 
 @nox.session
@@ -215,7 +253,7 @@ def molecule(session: nox.Session) -> None:
     printing = threading.Lock()
     order = sorted(scenarios, key=lambda role: -MOLECULE_COST[role])
     session.log(f"molecule: {len(order)} scenario(s), {workers} at a time: {', '.join(order)}")
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    with _CpuBusy(session, "molecule"), concurrent.futures.ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(one, order))
     for role, ok, seconds in results:
         session.log(f"molecule {role:22s} {'ok    ' if ok else 'FAILED'} {seconds:6.1f} s")
@@ -240,9 +278,10 @@ def e2e(session: nox.Session) -> None:
     workers = os.environ.get("E2E_WORKERS", "2")
     # --no-loadscope-reorder: xdist would otherwise order modules by their number of tests
     parallel = ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"] if workers != "0" else []
-    session.run("python", "-m", "pytest", *(chosen or ["tests/e2e"]), "-c", "tests/e2e/pytest.ini", "-v",
-                "-p", "no:cacheprovider", "--durations=0", *parallel,
-                *[a for a in session.posargs if a not in chosen])
+    with _CpuBusy(session, "e2e"):
+        session.run("python", "-m", "pytest", *(chosen or ["tests/e2e"]), "-c", "tests/e2e/pytest.ini", "-v",
+                    "-p", "no:cacheprovider", "--durations=0", *parallel,
+                    *[a for a in session.posargs if a not in chosen])
 
 
 @nox.session

