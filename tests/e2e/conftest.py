@@ -69,13 +69,13 @@ def make_fleet(request):
 # Longest modules first (seconds per module, setup to teardown, summed from `--durations=0` of
 # a clean-clone .ci/run here, 2 workers on 2 cores, 2026-12-07: 78 tests in 3,145 s; the suite is
 # CPU-bound, so a module takes about twice its time alone (test_gpu_health.py: twice its 87 s alone
-# after its trim); update them when a module grows): with
+# after its trim; test_seed_gpu.py: an estimate after its H200 server went light); update them when a module grows): with
 # pytest-xdist's --dist loadfile (noxfile.py) each worker takes the next module when it is done,
 # so the longest ones must not be left for the end. A module not listed runs last
 # (tests/unit/e2e/test_e2e_order.py asks for every module).
 MODULE_COST = {
     "test_rolling_update.py": 1439, "test_rolling_real.py": 1203, "test_cpu_serving.py": 597,
-    "test_demo.py": 539, "test_fleet_multinode.py": 483, "test_seed_gpu.py": 378, "test_gpu_health.py": 180,
+    "test_demo.py": 539, "test_fleet_multinode.py": 483, "test_seed_gpu.py": 250, "test_gpu_health.py": 180,
     "test_stage.py": 373, "test_pd_real.py": 219, "test_multinode_cpu.py": 177, "test_node_loss.py": 114,
     "test_inventory_contract.py": 113, "test_gpu_sets.py": 106, "test_name_collisions.py": 69,
     "test_check_mode.py": 39, "test_image_digest.py": 31, "test_same_build_check.py": 3,

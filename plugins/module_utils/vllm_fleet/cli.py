@@ -202,10 +202,9 @@ def _ansible(argv: List[str], what: str) -> str:
 def role_options(roles_dir: Path = ROLES_DIR) -> Dict[str, Dict[str, Any]]:
     """The vllm_fleet_* options the bundle's roles declare (their argument_specs), as Ansible
     itself reads them (`ansible-doc -t role`): {option: its argument spec}, the role tunables an
-    inventory may set, which the contract leaves to the roles (the plan action checks
-    them, with Ansible's validator; here the docker tunables' types: runtimespec.problems). The
-    engine reads no role file; the plan action reads the same declarations (and the roles'
-    defaults) on the controller. Read once per process."""
+    inventory may set, which the contract leaves to the roles (the plan action checks them,
+    with Ansible's validator). The engine reads no role file; the plan action reads the same
+    declarations (and the roles' defaults) on the controller. Read once per process."""
     key = str(roles_dir)
     if key not in _ROLE_OPTIONS:
         from .variables import PREFIX
@@ -240,7 +239,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from vllm_fleet_hardware or --hardware. Several --inventory sources are layered as
     ansible-inventory layers them (a later source's host variables win). The roles' tunables
     are known from `ansible-doc -t role` (:func:`role_options`)."""
-    from . import contract, runtimespec
+    from . import contract
     from .plan import host_input, iface_marked, plan_fleet, without_facts
 
     argv = ["ansible-inventory"]
@@ -261,7 +260,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if args.iface and "vllm_fleet_iface" not in variables:
             variables["vllm_fleet_iface"] = args.iface
         checked[name], found = contract.check(name, variables, declared)
-        problems += found + runtimespec.problems(name, variables)
+        problems += found
     # a host that runs no engine (vllm_fleet_role only master, store, router) needs no hardware
     problems += [f"{n}: vllm_fleet_hardware: not set (this command reads no GPU facts): set it or pass --hardware"
                  for n in names if checked[n].get("vllm_fleet_recipe") and not checked[n].get("vllm_fleet_hardware")

@@ -4,8 +4,8 @@ community.docker.docker_container as it is.
 The planner (plan.py) gives every docker process a ``docker_run`` block made here from the
 process (argv, env, the accelerator's ``container`` block, mounts, model path, compile cache),
 the deployment's layout (its HF cache) and the host's docker tunables (``vllm_fleet_docker_*``,
-read once per host by :func:`docker_tunables`; roles/vllm_fleet_docker/defaults/main.yml holds
-the same defaults for its argument_specs and README, and a unit test keeps the two equal).
+declared once with their types and defaults in variables.py, where the contract checks them;
+read once per host by :func:`docker_tunables`).
 The role merges nothing and computes nothing: it resolves what only the host or the vault
 knows at run time, the secrets' values (``secret_env``: env name -> the inventory variable of
 the one secret table) and the device groups' GIDs (``groups``: names).
@@ -22,69 +22,22 @@ from typing import Any, Dict, List, Mapping
 
 from . import secret_table
 from .coerce import plain
+from .variables import VARIABLES
 
 # the container's HF cache (the image runs as root)
 HF_MOUNT = "/root/.cache/huggingface"
 
-# key -> (inventory variable, default); None for hf_cache: the deployment's layout hf_cache
-DOCKER_TUNABLES: Dict[str, Any] = {
-    "network_mode": ("vllm_fleet_docker_network_mode", "host"),
-    "ipc_mode": ("vllm_fleet_docker_ipc_mode", "host"),
-    "hf_cache": ("vllm_fleet_docker_hf_cache", None),
-    "hf_cache_shared": ("vllm_fleet_docker_hf_cache_shared", None),
-    "security_opts": ("vllm_fleet_docker_security_opts", ["no-new-privileges"]),
-    "cap_drop": ("vllm_fleet_docker_cap_drop", ["ALL"]),
-    "cap_add": ("vllm_fleet_docker_cap_add", []),
-    "privileged": ("vllm_fleet_docker_privileged", False),
-    "restart_policy": ("vllm_fleet_docker_restart_policy", "unless-stopped"),
-    "pull": ("vllm_fleet_docker_pull", "missing"),
-    "extra_volumes": ("vllm_fleet_docker_extra_volumes", []),
-    "labels": ("vllm_fleet_docker_labels", {}),
-    "stop_timeout": ("vllm_fleet_docker_stop_timeout", 30),
-}
+# key -> (inventory variable, default): the contract's docker_* variables (variables.py); hf_cache's
+# None: the deployment's layout hf_cache
+DOCKER_TUNABLES: Dict[str, Any] = {v.name[len("docker_"):]: (v.full, v.default) for v in VARIABLES
+                                   if v.name.startswith("docker_")}
 
 _LABEL_OPT = re.compile(r"^label[=:]")
 
 
-def _kind(default: Any) -> str:
-    if isinstance(default, bool):
-        return "bool"
-    if isinstance(default, int):
-        return "int"
-    if isinstance(default, list):
-        return "list"
-    if isinstance(default, dict):
-        return "dict"
-    return "str"
-
-
-def problems(host: str, values: Mapping[str, Any]) -> List[str]:
-    """What is wrong with a host's docker tunables (``values``: its variables), each message naming
-    host and variable: a string, a whole number, a boolean, a list of strings or a mapping of
-    strings, as its default is (the plan action checks them with the role's argument_specs too;
-    `vllm-fleet plan` checks them here)."""
-    found = []
-    for var, default in DOCKER_TUNABLES.values():
-        value = values.get(var)
-        if value is None:
-            continue
-        kind = _kind(default)
-        ok = {"bool": lambda v: isinstance(v, bool),
-              "int": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
-              "list": lambda v: isinstance(v, (list, tuple)) and all(isinstance(i, str) for i in v),
-              "dict": lambda v: isinstance(v, Mapping) and all(isinstance(i, (str, int, float)) for i in v.values()),
-              "str": lambda v: isinstance(v, str) and bool(v)}[kind](value)
-        if not ok:
-            want = {"bool": "true or false", "int": "a whole number >= 0", "list": "a list of strings",
-                    "dict": "a mapping of label -> string", "str": "a non-empty string"}[kind]
-            found.append(f"{host}: {var}: expected {want}, got {type(value).__name__} {value!r}")
-    return found
-
-
 def docker_tunables(values: Mapping[str, Any]) -> Dict[str, Any]:
     """A host's docker tunables from its variables (``values``: inventory variable -> value; a
-    variable unset or null takes the default). Their types were checked before (the plan action:
-    the docker role's argument_specs; `vllm-fleet plan`: :func:`problems`)."""
+    variable unset or null takes the default). The contract checked their values before."""
     out = {}
     for key, (var, default) in DOCKER_TUNABLES.items():
         value = values.get(var)

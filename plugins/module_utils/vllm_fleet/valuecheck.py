@@ -238,7 +238,7 @@ class Checker:
             if spec.pattern is not None and not spec.pattern.fullmatch(key):
                 self.bad(f"{where}.{key}", f"{shown(key)} is not {spec.pattern_hint or 'a valid key'}")
                 ok = False
-            if spec.name in ("env", "host_env", "placeholders", "feature_modes", "rocm_env", "cpu_env"):
+            if spec.name in ("env", "host_env", "placeholders", "feature_modes", "rocm_env", "cpu_env", "docker_labels"):
                 if not _scalar(item):
                     self.bad(f"{where}.{key}", f"must be a string or number, got {_describe(item)}")
                     ok = False

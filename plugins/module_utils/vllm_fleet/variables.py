@@ -44,6 +44,9 @@ GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z")
 SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?\Z")
 PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}\Z")
 PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?\Z")
+CAPABILITY_RE = re.compile(r"^[A-Za-z_]{1,64}\Z")
+# docker -v: an absolute host path or a volume name, an absolute container path, options
+VOLUME_RE = re.compile(r"^(?:/[^:\s]*|[A-Za-z0-9][A-Za-z0-9_.-]*):/[^:\s]*(?::[a-z,]+)?\Z")
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,47 @@ VARIABLES: Tuple[Var, ...] = (
     Var("revisions_kept", "int", "Revisions recorded per deployment on each host; older ones are pruned, with the "
         "staged model snapshots and compile caches no remaining record uses.",
         default=3, minimum=1, maximum=100),
+    # --- the docker runtime: runtimespec.py makes each docker process's finished container
+    # (docker_run) from these; the role applies it as it is
+    Var("docker_network_mode", "str", "Docker network mode: `host` (what multi-node vLLM needs: NCCL/Gloo see the "
+        "real NICs; ports as the recipe sets them), `bridge` (each process's port published), `container:NAME` "
+        "(another container's namespace) or a network name.", scope="host", default="host"),
+    Var("docker_ipc_mode", "str", "Docker IPC mode: `host` (upstream's `--ipc=host`, what vLLM's multi-process "
+        "engine and NCCL expect), `private` (the container's own /dev/shm, sized by the accelerator settings), "
+        "`shareable` or `container:NAME`.", scope="host", default="host"),
+    Var("docker_hf_cache", "str", "Host directory mounted read-write as /root/.cache/huggingface (default: the "
+        "deployment's own, `/var/lib/vllm-fleet/hf-cache/DEPLOYMENT`, so a deployment cannot read or poison "
+        "another's downloads).", scope="host", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
+    Var("docker_hf_cache_shared", "str", "A Hugging Face cache shared by several deployments, filled beforehand: "
+        "mounted READ-ONLY as /root/.cache/huggingface instead of `vllm_fleet_docker_hf_cache` (it must exist).",
+        scope="host", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
+        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
+    Var("docker_security_opts", "list", "Docker security options, merged with the accelerator's (ROCm: "
+        "`vllm_fleet_rocm_security_opts`); `no-new-privileges`: no process in the container gains privileges.",
+        scope="host", default=["no-new-privileges"], pattern=SECURITY_OPT_RE,
+        pattern_hint="a docker security option such as no-new-privileges"),
+    Var("docker_cap_drop", "list", "Capabilities dropped from the container (vLLM needs none of docker's "
+        "defaults; not applied with `vllm_fleet_docker_privileged`).", scope="host", default=["ALL"],
+        pattern=CAPABILITY_RE, pattern_hint="a capability name such as ALL or SYS_NICE"),
+    Var("docker_cap_add", "list", "Capabilities added back (e.g. `IPC_LOCK` for RDMA memory registration, "
+        "`SYS_NICE` for NUMA binding on CPU hosts).", scope="host", default=[],
+        pattern=CAPABILITY_RE, pattern_hint="a capability name such as ALL or SYS_NICE"),
+    Var("docker_privileged", "bool", "Run the containers privileged (upstream's printed command has "
+        "`--privileged`; vllm-fleet hands GPUs over as device requests or nodes: only for platforms that need "
+        "it).", scope="host", default=False),
+    Var("docker_restart_policy", "str", "Docker restart policy of the containers.", scope="host",
+        default="unless-stopped", choices=("no", "on-failure", "always", "unless-stopped")),
+    Var("docker_pull", "str", "When to pull the images: `missing` (only absent ones: a registry mirror or "
+        "pre-loaded images), `always` or `never`.", scope="host", default="missing",
+        choices=("missing", "always", "never")),
+    Var("docker_extra_volumes", "list", "Extra `src:dest[:mode]` mounts of the containers.", scope="host",
+        default=[], pattern=VOLUME_RE, pattern_hint="a mount such as /data:/data:ro"),
+    Var("docker_labels", "dict", "Extra container labels (the bundle's own `vllm-fleet.*` labels win).",
+        scope="host", default={}),
+    Var("docker_stop_timeout", "int", "Seconds docker waits for a container to exit on SIGTERM before it kills "
+        "it (a vLLM server with a graceful stop gets that stop's time and a margin instead, if longer).",
+        scope="host", default=30, minimum=0, maximum=86400),
     # --- secrets (vault them)
     # (the table of what each is and who gets it: secret_table)
     Var("hf_token", "str", secret_table.BY_VAR["vllm_fleet_hf_token"].meaning,

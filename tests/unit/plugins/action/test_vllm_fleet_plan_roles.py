@@ -85,11 +85,13 @@ def test_role_tunables_are_validated_as_the_role_validates_them_and_a_shape_give
     refused instead of turned into its text (which Ansible's validator would plan)."""
     specs, _ = action.role_declarations(str(ROOT / "roles"))
     check = action._check_tunables
-    assert check("h1", {"vllm_fleet_docker_ipc_mode": "host", "vllm_fleet_docker_stop_timeout": "45",
-                        "vllm_fleet_docker_cap_drop": ["ALL"]}, specs) == []
-    assert check("h1", {"vllm_fleet_docker_ipc_mode": {"not": "right"}}, specs) == [
-        "h1: vllm_fleet_docker_ipc_mode: expected a string, got '{\"not\": \"right\"}'"]
-    assert check("h1", {"vllm_fleet_docker_cap_drop": ["ALL", ["x"]]}, specs)[0].startswith(
-        "h1: vllm_fleet_docker_cap_drop: expected a list of strings, got")
-    [pull] = check("h1", {"vllm_fleet_docker_pull": "sometimes"}, specs)
-    assert pull.startswith("h1: vllm_fleet_docker_pull: ") and "always, missing, never, not_present" in pull, pull
+    assert check("h1", {"vllm_fleet_uv_user": "svc", "vllm_fleet_uv_restart_sec": "45",
+                        "vllm_fleet_uv_extra_install_args": ["--no-cache"]}, specs) == []
+    assert check("h1", {"vllm_fleet_uv_user": {"not": "right"}}, specs) == [
+        "h1: vllm_fleet_uv_user: expected a string, got '{\"not\": \"right\"}'"]
+    assert check("h1", {"vllm_fleet_uv_extra_install_args": ["--x", ["y"]]}, specs)[0].startswith(
+        "h1: vllm_fleet_uv_extra_install_args: expected a list of strings, got")
+    [request] = check("h1", {"vllm_fleet_health_request": "sometimes"}, specs)
+    assert request.startswith("h1: vllm_fleet_health_request: ") and "auto, completion, embedding, none" in request, request
+    # the docker runtime's variables are the contract's (variables.py), not a role's
+    assert not [name for name in specs if name.startswith("vllm_fleet_docker_")], sorted(specs)

@@ -44,13 +44,20 @@ def planned(tmp_path, **more):
     return json.loads(out.stdout)[HOST]
 
 
-def test_the_defaults_are_the_docker_roles():
-    defaults = yaml.safe_load((ROOT / "roles" / "vllm_fleet_docker" / "defaults" / "main.yml").read_text())
+def test_the_tunables_are_the_contracts_docker_variables_and_the_docker_role_declares_none():
+    """One declaration: runtimespec's tunables are variables.py's docker_* (name and default); the
+    docker role neither declares nor defaults any (it applies docker_run as it is)."""
+    from vllm_fleet.variables import BY_NAME
+
+    assert len(runtimespec.DOCKER_TUNABLES) == 13
     for key, (var, default) in runtimespec.DOCKER_TUNABLES.items():
-        if key == "hf_cache":   # the role's: the deployment's layout hf_cache, which None stands for
-            assert default is None and defaults[var] == "{{ vllm_fleet_plan.layout.hf_cache }}"
-        else:
-            assert defaults[var] == default, var
+        assert var == f"vllm_fleet_docker_{key}" and BY_NAME[var].default == default and BY_NAME[var].scope == "host"
+    role = ROOT / "roles" / "vllm_fleet_docker"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    options = {name for entry in specs.values() for name in entry.get("options") or {}}
+    tunables = {var for var, _ in runtimespec.DOCKER_TUNABLES.values()}
+    assert tunables.isdisjoint(defaults) and tunables.isdisjoint(options)
 
 
 def test_a_planned_docker_process_carries_its_finished_container(tmp_path):
@@ -128,10 +135,18 @@ def test_it_is_not_hashed():
 
 
 @pytest.mark.parametrize("var,value,said", [
-    ("vllm_fleet_docker_cap_drop", {"not": "right"}, "expected a list of strings"),
-    ("vllm_fleet_docker_ipc_mode", {"not": "right"}, "expected a non-empty string"),
+    ("vllm_fleet_docker_cap_drop", {"not": "right"}, "must be a list, got a mapping"),
+    ("vllm_fleet_docker_cap_add", ["SYS_NICE", "x y"], "[1]: 'x y' is not a capability name"),
+    ("vllm_fleet_docker_ipc_mode", {"not": "right"}, "must be a string, got a mapping"),
+    # the pull policies the container module knows (community.docker's not_present is not one)
+    ("vllm_fleet_docker_pull", "not_present", "'not_present' is not one of missing, always, never"),
+    ("vllm_fleet_docker_hf_cache", "/etc", "'/etc'"),
+    ("vllm_fleet_docker_extra_volumes", ["/data"], "[0]: '/data' is not a mount such as /data:/data:ro"),
+    ("vllm_fleet_docker_labels", {"team": ["a"]}, ".team: must be a string or number, got a list"),
+    ("vllm_fleet_docker_stop_timeout", -1, "-1 is out of range (0..86400)"),
 ])
 def test_a_wrong_value_is_refused_before_planning(tmp_path, var, value, said):
+    """`vllm-fleet plan` refuses it by the contract, as deploy.yml's plan action does (one check)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {HOST: dict(BASE, **{var: value})}}}))
     env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
