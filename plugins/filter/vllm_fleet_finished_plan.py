@@ -9,12 +9,14 @@ from vllm_fleet.runtimespec import finish_plan
 DOCUMENTATION = r"""
 ---
 name: finished_plan
-short_description: Give a recorded plan's docker processes the finished container they lack
+short_description: Give a recorded plan's processes the finished runtime specs they lack
 description:
   - A plan recorded before the plan carried C(docker_run) (the finished container of a docker
     process, C(vllm_fleet.runtimespec)) gets it made from the recorded process and layout and
-    today's docker tunables (the host's C(vllm_fleet_docker_*) variables); a recorded one is kept
-    as it ran. rollback.yml passes every recorded plan through it.
+    today's docker tunables (the host's C(vllm_fleet_docker_*) variables); one recorded before its
+    uv engines and services carried C(systemd_run) (their finished unit) gets that from the
+    recorded process, layout, venv and accelerator unit block. A recorded one is kept as it ran.
+    rollback.yml and the uv runtime's restore pass every recorded plan through it.
 options:
   _input:
     description: The recorded host plan.

@@ -102,6 +102,12 @@ class PlannedProcess:
         "labels, security options, capabilities, ...), with secret_env (env name -> inventory variable) and "
         "groups (names) for what the host resolves; None (left out): not a docker process. Not hashed (made "
         "from hashed fields and the host's docker tunables)", default=None)
+    systemd_run: Optional[Dict[str, Any]] = _doc(
+        "a uv engine's or a service's finished unit (runtimespec.systemd_run): exec_start (argv with argv[0] "
+        "resolved in its venv), env (the unit block's env under its own; a service's PATH under both), "
+        "fixed_env (written after env: a uv engine's HF_HOME), groups (names, those the host has are "
+        "joined), which the systemd role prints as they are; None (left out): not a systemd process. Not "
+        "hashed (made from hashed fields and the layout)", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
@@ -111,10 +117,10 @@ class PlannedProcess:
         if not with_drain:
             # compile_cache: its path is in env, which is hashed
             for key in ("drain", "container", "unit", "workers", "stop_timeout", "membership", "compile_cache",
-                        "docker_run"):
+                        "docker_run", "systemd_run"):
                 del out[key]
         for key in ("gpus", "replica", "devices", "cpus", "capabilities", "container", "unit", "workers",
-                    "stop_timeout", "membership", "compile_cache", "docker_run"):
+                    "stop_timeout", "membership", "compile_cache", "docker_run", "systemd_run"):
             if key in out and out[key] is None:
                 del out[key]
         return out

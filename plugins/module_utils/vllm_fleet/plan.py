@@ -432,7 +432,9 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
         entry.venv = plan_venv(host.layout["uv_root"], dep.name, entry.vllm_version, (entry.accelerator_setup or {}).get("uv"),
                                [vars(p) for p in entry.processes], host.python, host.uv_python)
         entry.hash = plan_hash(entry.hashed())
-        runtimespec.attach(entry.processes, dep.name, req.hf_id, layout, host.docker)
+        runtimespec.attach(entry.processes, dep.name, req.hf_id, layout, host.docker,
+                           venv=(entry.venv or {}).get("path"),
+                           unit_default=(entry.accelerator_setup or {}).get("unit"))
         out[host_name] = entry
         if engine is not None and accelerator_name in ("cuda", "rocm"):
             _check_fit(entry, engine.host, processes, dep.problems)

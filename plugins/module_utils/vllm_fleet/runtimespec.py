@@ -1,5 +1,6 @@
-"""The finished docker spec of a planned process: what roles/vllm_fleet_docker hands
-community.docker.docker_container as it is.
+"""The finished runtime spec of a planned process: ``docker_run``, what roles/vllm_fleet_docker
+hands community.docker.docker_container as it is, and ``systemd_run``, what
+roles/vllm_fleet_systemd's templates print into a unit and its env file as it is.
 
 The planner (plan.py) gives every docker process a ``docker_run`` block made here from the
 process (argv, env, the accelerator's ``container`` block, mounts, model path, compile cache),
@@ -108,22 +109,64 @@ def docker_run(proc: Mapping[str, Any], deployment: str, recipe: str, layout: Ma
     }
 
 
+# a service unit's PATH after its venv's bin/ (vllm-router, mooncake_master: their console scripts)
+SERVICE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def systemd_run(proc: Mapping[str, Any], layout: Mapping[str, Any], venv: Any,
+                unit_default: Any) -> Dict[str, Any]:
+    """The finished unit of one planned systemd process (a uv engine, runtime uv, or a service:
+    vllm-router, Mooncake), what roles/vllm_fleet_systemd's templates print as it is:
+    ``exec_start`` (argv[0] from the venv's bin/ unless absolute: the uv engines' venv ``venv``,
+    the services' layout.services_venv; a plain router: its command without the workers, which
+    the unit appends from its .workers file), ``env`` (the unit block's env, the accelerator's,
+    under the process's own; a service: PATH with its venv first, under both), ``fixed_env``
+    (written after env, so it wins: a uv engine's HF_HOME, the deployment's HF cache) and
+    ``groups`` (the unit block's, by name: the host keeps those it has). ``unit_default``: the
+    unit block of a uv engine that has none (a revision recorded before processes carried it)."""
+    service = proc.get("runtime") == "service"
+    root = layout["services_venv"] if service else venv
+    block = proc.get("unit")
+    if block is None:
+        block = {} if service else (unit_default or {})
+    argv = list((proc.get("membership") or {}).get("argv") or proc["argv"])
+    env: Dict[str, Any] = {"PATH": f"{root}/bin:{SERVICE_PATH}"} if service else {}
+    env.update(block.get("env") or {})
+    env.update(proc.get("env") or {})
+    return {"exec_start": ([argv[0]] if argv[0].startswith("/") else [f"{root}/bin/{argv[0]}"]) + argv[1:],
+            "env": env, "fixed_env": {} if service else {"HF_HOME": layout["hf_cache_shared"]},
+            "groups": list(block.get("groups") or [])}
+
+
 def attach(processes: List[Any], deployment: str, recipe: str, layout: Mapping[str, Any],
-           tunables: Mapping[str, Any]) -> None:
-    """Give each docker process (hostplan.PlannedProcess, its hash set) its ``docker_run``."""
+           tunables: Mapping[str, Any], venv: Any = None, unit_default: Any = None) -> None:
+    """Give each docker process (hostplan.PlannedProcess, its hash set) its ``docker_run``, each
+    uv engine and service its ``systemd_run`` (``venv``: the uv engines' venv path;
+    ``unit_default``: the accelerator's unit block)."""
     for proc in processes:
         if proc.runtime == "docker":
             proc.docker_run = docker_run(proc.to_dict(), deployment, recipe, layout, tunables)
+        elif proc.runtime in ("uv", "service"):
+            proc.systemd_run = systemd_run(proc.to_dict(), layout, venv, unit_default)
 
 
 def finish_plan(plan: Mapping[str, Any], tunables: Mapping[str, Any]) -> Dict[str, Any]:
-    """A recorded plan (a revision rolled back to) with a ``docker_run`` on each docker process
-    that has none (recorded before the plan carried it), from today's tunables (``tunables``:
-    the host's inventory variables); a recorded block is kept as it ran."""
+    """A recorded plan (a revision rolled back to, a uv revision put back) with the finished spec
+    each process lacks when it was recorded before the plan carried them: a ``docker_run`` from
+    today's docker tunables (``tunables``: the host's inventory variables), a ``systemd_run`` from
+    the recorded process, layout, venv and accelerator unit block; a recorded block is kept as
+    it ran."""
     out = dict(plan)
-    out["processes"] = [
-        dict(p, docker_run=docker_run(p, plan["deployment"], plan["recipe"], plan["layout"], docker_tunables(tunables)))
-        if p.get("runtime") == "docker" and not p.get("docker_run") else p
-        for p in plan.get("processes") or []]
+    venv = (plan.get("venv") or {}).get("path")
+    unit_default = (plan.get("accelerator_setup") or {}).get("unit")
+    processes = []
+    for p in plan.get("processes") or []:
+        if p.get("runtime") == "docker" and not p.get("docker_run"):
+            p = dict(p, docker_run=docker_run(p, plan["deployment"], plan["recipe"], plan["layout"],
+                                              docker_tunables(tunables)))
+        elif p.get("runtime") in ("uv", "service") and not p.get("systemd_run"):
+            p = dict(p, systemd_run=systemd_run(p, plan["layout"], venv, unit_default))
+        processes.append(p)
+    out["processes"] = processes
     return out
 

@@ -15,6 +15,7 @@ plus one that renders the systemd unit template.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -179,7 +180,6 @@ UNIT_PLAY = """\
   gather_facts: false
   vars_files: ["%(role)s/defaults/main.yml", "%(role)s/vars/main.yml"]
   vars:
-    vllm_fleet_systemd_venv: /opt/venv
     vllm_fleet_systemd_config_bind: ""
     vllm_fleet_plan: {recipe: org/model, deployment: dep}
   tasks:
@@ -188,24 +188,33 @@ UNIT_PLAY = """\
         src: "%(role)s/templates/etc/systemd/system/vllm-fleet.service.j2"
         dest: "%(out)s/{{ item.name }}.service"
         mode: "0644"
-      loop:
-        - {name: plain, kind: vllm, argv: [vllm, serve, m, --port, "8000"], hash: h1}
-        - {name: low, kind: vllm, argv: [vllm, serve, m, --port, "80"], hash: h2, capabilities: [NET_BIND_SERVICE]}
-        - name: router
-          kind: router
-          argv: [vllm-router, --port, "9000", --worker-urls, "http://a:1", "http://a:2", --policy, round_robin]
-          hash: h3
-          membership:
-            flag: --worker-urls
-            urls: ["http://a:1", "http://a:2"]
-            env: VLLM_FLEET_WORKER_URLS
-            argv: [vllm-router, --port, "9000", --policy, round_robin]
+      loop: %(processes)s
 """
+
+
+def _unit_processes():
+    """Two uv engines (one on a port below 1024) and a plain router (a service), each with the
+    finished unit the planner gives it (runtimespec.systemd_run)."""
+    from vllm_fleet.runtimespec import systemd_run
+
+    layout = {"services_venv": "/opt/services", "hf_cache_shared": "/var/lib/hf"}
+    procs = [
+        {"name": "plain", "kind": "vllm", "runtime": "uv", "argv": ["vllm", "serve", "m", "--port", "8000"],
+         "env": {}, "hash": "h1"},
+        {"name": "low", "kind": "vllm", "runtime": "uv", "argv": ["vllm", "serve", "m", "--port", "80"], "env": {},
+         "hash": "h2", "capabilities": ["NET_BIND_SERVICE"]},
+        {"name": "router", "kind": "router", "runtime": "service", "env": {}, "hash": "h3",
+         "argv": ["vllm-router", "--port", "9000", "--worker-urls", "http://a:1", "http://a:2", "--policy", "round_robin"],
+         "membership": {"flag": "--worker-urls", "urls": ["http://a:1", "http://a:2"], "env": "VLLM_FLEET_WORKER_URLS",
+                        "argv": ["vllm-router", "--port", "9000", "--policy", "round_robin"]}},
+    ]
+    return [dict(p, systemd_run=systemd_run(p, layout, "/opt/venv", {"groups": [], "env": {}})) for p in procs]
 
 
 def test_unit_file_grants_the_capability_only_when_planned(tmp_path):
     role = ROOT / "roles" / "vllm_fleet_systemd"
-    (tmp_path / "play.yml").write_text(UNIT_PLAY % {"role": role, "out": tmp_path})
+    (tmp_path / "play.yml").write_text(UNIT_PLAY % {"role": role, "out": tmp_path,
+                                                    "processes": json.dumps(_unit_processes())})
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
@@ -223,7 +232,7 @@ def test_unit_file_grants_the_capability_only_when_planned(tmp_path):
     # a plain router: its workers come from a file of their own (systemd splits the unbraced
     # variable into words), so its unit does not change when only they do
     router = (tmp_path / "router.service").read_text().splitlines()
-    assert ("ExecStart=/opt/venv/bin/vllm-router --port 9000 --policy round_robin "
+    assert ("ExecStart=/opt/services/bin/vllm-router --port 9000 --policy round_robin "
             "--worker-urls $VLLM_FLEET_WORKER_URLS") in router
     assert [line for line in router if line.startswith("EnvironmentFile=")] == [
         "EnvironmentFile=/etc/vllm-fleet/router.env", "EnvironmentFile=/etc/vllm-fleet/router.workers"]

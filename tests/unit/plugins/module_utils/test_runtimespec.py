@@ -154,3 +154,45 @@ def test_a_wrong_value_is_refused_before_planning(tmp_path, var, value, said):
                           "--inventory", str(inventory)], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert out.returncode != 0 and f"{HOST}: {var}" in out.stderr and "Traceback" not in out.stderr
     assert said in out.stderr.split(f"{HOST}: {var}", 1)[1].splitlines()[0], out.stderr
+
+
+def test_a_uv_engine_carries_its_finished_unit_and_a_recorded_one_without_it_gets_the_same(tmp_path):
+    """systemd_run of a uv engine: ExecStart's argv[0] in the deployment's venv, the accelerator's
+    unit env under the process's own, HF_HOME as the fixed env, the unit block's groups; not in the
+    hash; a plan recorded without it is given the same by finish_plan (rollback.yml, uv restore)."""
+    plan = planned(tmp_path, vllm_fleet_runtime="uv", vllm_fleet_vllm_version="0.32.0",
+                   vllm_fleet_cpu_env={"ONEDNN_VERBOSE": "0", "VLLM_NO_USAGE_STATS": "0"})
+    [proc] = plan["processes"]
+    run = proc["systemd_run"]
+    assert "docker_run" not in proc
+    assert run["exec_start"] == [f"{plan['venv']['path']}/bin/vllm"] + proc["argv"][1:]
+    # the accelerator's env (vllm_fleet_cpu_env here) under the process's own: the process's value wins
+    assert list(run["env"]) == list(dict(proc["unit"]["env"], **proc["env"]))
+    assert run["env"]["ONEDNN_VERBOSE"] == "0" and run["env"]["VLLM_NO_USAGE_STATS"] == "1"
+    assert run["fixed_env"] == {"HF_HOME": plan["layout"]["hf_cache_shared"]}
+    assert run["groups"] == proc["unit"]["groups"]
+    assert "hf_unit_dummy_token" not in json.dumps(run)       # secrets: names in secret_env, values never
+    recorded = copy.deepcopy(plan)
+    del recorded["processes"][0]["systemd_run"]
+    assert runtimespec.finish_plan(recorded, {})["processes"][0]["systemd_run"] == run
+    # not hashed: the plan's hash is that of the same plan without it
+    other = planned(tmp_path, vllm_fleet_runtime="uv", vllm_fleet_vllm_version="0.32.0",
+                    vllm_fleet_cpu_env={"ONEDNN_VERBOSE": "0", "VLLM_NO_USAGE_STATS": "0"}, vllm_fleet_uv_root="/srv/uv")
+    assert other["processes"][0]["systemd_run"]["exec_start"][0].startswith("/srv/uv/spec/venv-")
+    assert other["processes"][0]["hash"] == proc["hash"]
+
+
+def test_a_service_and_an_absolute_command_resolve_as_the_unit_runs_them():
+    layout = {"services_venv": "/opt/vllm-fleet/d/services", "hf_cache_shared": "/var/lib/vllm-fleet/hf-cache"}
+    router = {"name": "r", "runtime": "service", "env": {"RUST_LOG": "info"},
+              "argv": ["vllm-router", "--port", "9000", "--worker-urls", "http://a:1", "--policy", "round_robin"],
+              "membership": {"flag": "--worker-urls", "env": "W", "urls": ["http://a:1"],
+                             "argv": ["vllm-router", "--port", "9000", "--policy", "round_robin"]}}
+    run = runtimespec.systemd_run(router, layout, None, None)
+    # a plain router: its command without the workers (the unit appends them from its .workers file)
+    assert run["exec_start"] == ["/opt/vllm-fleet/d/services/bin/vllm-router", "--port", "9000", "--policy", "round_robin"]
+    assert run["env"] == {"PATH": "/opt/vllm-fleet/d/services/bin:" + runtimespec.SERVICE_PATH, "RUST_LOG": "info"}
+    assert run["fixed_env"] == {} and run["groups"] == []
+    engine = {"name": "e", "runtime": "uv", "env": {}, "argv": ["/usr/bin/python3", "-m", "x"]}
+    run = runtimespec.systemd_run(engine, layout, "/v", {"groups": ["render"], "env": {"A": "1"}})
+    assert run["exec_start"] == ["/usr/bin/python3", "-m", "x"] and run["groups"] == ["render"] and run["env"] == {"A": "1"}
