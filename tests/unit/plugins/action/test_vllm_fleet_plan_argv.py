@@ -189,6 +189,13 @@ UNIT_PLAY = """\
         dest: "%(out)s/{{ item.name }}.service"
         mode: "0644"
       loop: %(processes)s
+
+    - name: Render one env file per process
+      ansible.builtin.template:
+        src: "%(role)s/templates/etc/vllm-fleet/process.env.j2"
+        dest: "%(out)s/{{ item.name }}.env"
+        mode: "0600"
+      loop: %(processes)s
 """
 
 
@@ -200,7 +207,7 @@ def _unit_processes():
     layout = {"services_venv": "/opt/services", "hf_cache_shared": "/var/lib/hf"}
     procs = [
         {"name": "plain", "kind": "vllm", "runtime": "uv", "argv": ["vllm", "serve", "m", "--port", "8000"],
-         "env": {}, "hash": "h1"},
+         "env": {"B": "2", "A": "3"}, "unit": {"groups": ["render"], "env": {"A": "1", "C": "4"}}, "hash": "h1"},
         {"name": "low", "kind": "vllm", "runtime": "uv", "argv": ["vllm", "serve", "m", "--port", "80"], "env": {},
          "hash": "h2", "capabilities": ["NET_BIND_SERVICE"]},
         {"name": "router", "kind": "router", "runtime": "service", "env": {}, "hash": "h3",
@@ -238,3 +245,11 @@ def test_unit_file_grants_the_capability_only_when_planned(tmp_path):
         "EnvironmentFile=/etc/vllm-fleet/router.env", "EnvironmentFile=/etc/vllm-fleet/router.workers"]
     assert not any("http://a:" in line for line in router)
     assert "EnvironmentFile=/etc/vllm-fleet/plain.env" in plain and ".workers" not in plain
+    # the env file: the unit block's env under the process's own (its value wins, in the block's
+    # place), then the fixed env (a uv engine's HF_HOME); a service's PATH with its venv first
+    env = [line for line in (tmp_path / "plain.env").read_text().splitlines() if not line.startswith("#")]
+    assert env == ['A="3"', 'C="4"', 'B="2"', 'HF_HOME="/var/lib/hf"'], env
+    assert 'PATH="/opt/services/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"' in \
+        (tmp_path / "router.env").read_text().splitlines()
+    # the host has no "render" group here (getent not read): no SupplementaryGroups=
+    assert not [line for line in plain.splitlines() if line.startswith("SupplementaryGroups=")]
