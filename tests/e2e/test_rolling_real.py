@@ -13,9 +13,9 @@ Nothing is simulated here: this is where serving is the point.
    canary at the moment the rollout takes it out of the router: 0 failed requests, the stream
    arrives whole, the run reports each drain (0 requests left in flight, graceful stop); the
    canary met the SLO it was measured against (vllm bench serve) before it rejoined the router.
-3. bench.yml twice: vllm bench serve against each replica and the router, the result JSONs,
-   report and PNG plots on the controller, the report's numbers equal to the JSONs', the second
-   report compared with the first. A rolling update whose canary misses an SLO (p99 TTFT 1 ms)
+3. bench.yml: vllm bench serve against each replica and the router, the result JSONs, report
+   and PNG plots on the controller, the report's numbers equal to the JSONs', the report
+   compared with a previous one of the same settings. A rolling update whose canary misses an SLO (p99 TTFT 1 ms)
    and is far worse than a previous report (vllm_fleet_slo_max_regression), under the same load,
    puts the canary back and stops there: 0 failed requests, replica 1 never touched, the failure
    names each figure.
@@ -236,6 +236,20 @@ def _bars(png, rgb=(0x4C, 0x72, 0xB0)):
     return int((numpy.abs(pixels - numpy.array(rgb)).sum(axis=2) < 6).sum())
 
 
+def _earlier_report(reports, targets, result):
+    """A previous bench.yml report of the deployment with the tests' bench settings, written as
+    bench.yml writes one (``targets``: (name, kind) pairs, each with ``result``): its dir and doc."""
+    from vllm_fleet import bench
+
+    earlier = reports / "rreal" / "20260101T000000Z"
+    earlier.mkdir(parents=True)
+    settings = bench.settings_of({k.replace("vllm_fleet_", ""): v for k, v in BENCH.items()})
+    doc = bench.report("rreal", [{"target": t, "kind": k, "host": "rreal-a", "result": result} for t, k in targets],
+                       settings, when=earlier.name)
+    (earlier / "report.json").write_text(json.dumps(doc))
+    return earlier, doc
+
+
 def test_bench_measures_real_vllm_and_the_router_and_compares_with_the_previous_report(rreal, tmp_path, capsys):
     """bench.yml: vLLM's own `vllm bench serve` against each replica and the router, one report
     (results, report.json/.md, plots) compared with the previous report of the same settings.
@@ -244,16 +258,11 @@ def test_bench_measures_real_vllm_and_the_router_and_compares_with_the_previous_
     from vllm_fleet import bench
 
     reports = tmp_path / "reports"
-    earlier = reports / "rreal" / "20260101T000000Z"
-    earlier.mkdir(parents=True)
-    settings = bench.settings_of({k.replace("vllm_fleet_", ""): v for k, v in BENCH.items()})
     then = {"completed": 8, "failed": 0, "duration": 1.0, "output_throughput": 100.0, "request_throughput": 8.0,
             "total_token_throughput": 300.0, "p99_ttft_ms": 50.0, "p50_tpot_ms": 5.0, "p99_itl_ms": 9.0,
             "p99_e2el_ms": 200.0}
-    targets = [(NAMES[0], "instance"), (NAMES[1], "instance"), ("vllm-fleet-rreal-router", "router")]
-    old = bench.report("rreal", [{"target": t, "kind": k, "host": "rreal-a", "result": then} for t, k in targets],
-                       settings, when="20260101T000000Z")
-    (earlier / "report.json").write_text(json.dumps(old))
+    earlier, old = _earlier_report(reports, [(NAMES[0], "instance"), (NAMES[1], "instance"),
+                                             ("vllm-fleet-rreal-router", "router")], then)
     old_rows = {r["target"]: r for r in old["rows"]}
     extra = json.dumps({**BENCH, "vllm_fleet_bench_dir": str(reports), "vllm_fleet_slo": MET})
     run = playbook("bench.yml", rreal.inventory, "-l", "rreal", "-e", extra, timeout=900)
@@ -297,18 +306,12 @@ def test_bench_measures_real_vllm_and_the_router_and_compares_with_the_previous_
 
 
 def test_a_canary_that_misses_the_slo_is_put_back_and_stops_the_rollout(rreal, tmp_path, capsys):
-    from vllm_fleet import bench
-
     # a previous report (same bench settings) whose figures no CPU canary can match: the
     # comparison with it (vllm_fleet_slo_max_regression) must fail too
     reports = tmp_path / "reports"
-    earlier = reports / "rreal" / "20260101T000000Z"
-    earlier.mkdir(parents=True)
-    settings = bench.settings_of({k.replace("vllm_fleet_", ""): v for k, v in BENCH.items()})
     fast = {"completed": 8, "failed": 0, "duration": 0.01, "output_throughput": 1e9, "request_throughput": 1e7,
             "total_token_throughput": 1e9, "p99_ttft_ms": 0.001}
-    doc = bench.report("rreal", [{"target": NAMES[0], "kind": "instance", "host": "rreal-a", "result": fast}], settings)
-    (earlier / "report.json").write_text(json.dumps(doc))
+    _earlier_report(reports, [(NAMES[0], "instance")], fast)
     before = {n: docker_inspect(n) for n in NAMES}
     # under the client load: the canary's restore (its previous container started again and gated)
     # loses no request (a canary whose new revision does not start at all is test_rolling_update's

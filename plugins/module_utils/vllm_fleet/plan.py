@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from . import accelerator, choices, cudacompat, gpuhealth, runtimespec, schema, secret_table, staging
 from .contract import settings_of
-from .runtimespec import DOCKER_TUNABLES, docker_tunables
+from .runtimespec import docker_tunables
 from .layout import HOST_TUNABLES, NAME_RE, deployment_layout, host_layout, plan_venv
 from .redact import shown
 from .hostplan import HostPlan, PlannedProcess
@@ -109,8 +109,8 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      # role tunables of type path and the state_dir run option: the contract's
                      # host-path rule checked each before
                      layout=host_layout_of(checked, hostvars),
-                     docker=docker_tunables({var: checked[var] if var in checked else hostvars.get(var)
-                                             for var, _ in DOCKER_TUNABLES.values()}))
+                     # the docker runtime's variables: the contract's, checked with the others
+                     docker=docker_tunables(checked))
 
 
 def host_layout_of(checked: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Dict[str, Any]:

@@ -44,6 +44,9 @@ GROUP_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,31}\Z")
 SECURITY_OPT_RE = re.compile(r"^[a-z][a-z-]*(?:[=:][^\s\x00-\x1f\x7f]+)?\Z")
 PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+-]{1,200}\Z")
 PACKAGE_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?\Z")
+# a host path: absolute, of letters, digits and _ . / - (pathrules checks the rest)
+ABS_PATH_RE = re.compile(r"^/[A-Za-z0-9_./-]+\Z")
+ABS_PATH_HINT = "an absolute path of letters, digits and _ . / -"
 CAPABILITY_RE = re.compile(r"^[A-Za-z_]{1,64}\Z")
 # docker -v: an absolute host path or a volume name, an absolute container path, options
 VOLUME_RE = re.compile(r"^(?:/[^:\s]*|[A-Za-z0-9][A-Za-z0-9_.-]*):/[^:\s]*(?::[a-z,]+)?\Z")
@@ -134,7 +137,7 @@ VARIABLES: Tuple[Var, ...] = (
         "(`<dir>/<org>--<name>--<revision>/` and its manifest), the same on every host of the deployment: put it "
         "on the hosts' fast local disk. An absolute path in normal form, not a system directory nor inside `/etc`, "
         "`/usr` (but `/usr/local/...`), `/proc`, `/sys`, `/dev`, `/boot`.", default=MODEL_STORE,
-        pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"), pattern_hint="an absolute path of letters, digits and _ . / -",
+        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT,
         path="root"),
     Var("stage_margin", "int", "Staging: free space a host must have beyond what is still missing of the "
         "snapshot, in percent of the snapshot's size.", default=10, minimum=0, maximum=1000),
@@ -272,12 +275,12 @@ VARIABLES: Tuple[Var, ...] = (
         "`shareable` or `container:NAME`.", scope="host", default="host"),
     Var("docker_hf_cache", "str", "Host directory mounted read-write as /root/.cache/huggingface (default: the "
         "deployment's own, `/var/lib/vllm-fleet/hf-cache/DEPLOYMENT`, so a deployment cannot read or poison "
-        "another's downloads).", scope="host", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
+        "another's downloads).", scope="host", pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
     Var("docker_hf_cache_shared", "str", "A Hugging Face cache shared by several deployments, filled beforehand: "
         "mounted READ-ONLY as /root/.cache/huggingface instead of `vllm_fleet_docker_hf_cache` (it must exist).",
-        scope="host", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
+        scope="host", pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
     Var("docker_security_opts", "list", "Docker security options, merged with the accelerator's (ROCm: "
         "`vllm_fleet_rocm_security_opts`); `no-new-privileges`: no process in the container gains privileges.",
         scope="host", default=["no-new-privileges"], pattern=SECURITY_OPT_RE,
@@ -327,8 +330,8 @@ VARIABLES: Tuple[Var, ...] = (
     Var("state_dir", "str", "Where each host records what it runs (teardown removes from it): an absolute path in "
         "normal form, not a system directory nor inside `/etc`, `/usr` (but `/usr/local/...`), `/proc`, `/sys`, "
         "`/dev`, `/boot`.", scope="run",
-        default=STATE_DIR, pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path of letters, digits and _ . / -", path="root"),
+        default=STATE_DIR, pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
     Var("change_note", "str", "The operator's note recorded with the revisions this run makes.", scope="run",
         pattern=re.compile(r"^[^\x00-\x1f\x7f]{0,500}\Z"), pattern_hint="one line of at most 500 characters"),
     Var("rollback_to", "str", "rollback.yml: the revision recorded on the hosts to go back to, `previous` "
@@ -344,8 +347,8 @@ VARIABLES: Tuple[Var, ...] = (
         scope="run", default="table", choices=("table", "json")),
     Var("monitoring_dir", "str", "monitoring.yml: the directory it writes the Prometheus file_sd target files, the "
         "alert rules and the Grafana dashboard to, on `vllm_fleet_monitoring_host` (an absolute path in normal form).",
-        scope="run", default="/etc/prometheus/vllm-fleet", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path of letters, digits and _ . / -", path="dir"),
+        scope="run", default="/etc/prometheus/vllm-fleet", pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="dir"),
     Var("monitoring_host", "str", "monitoring.yml: the inventory host Prometheus runs on (the files go there; "
         "its own servers are scraped on loopback); unset: the controller.", scope="run", pattern=NAME_RE,
         pattern_hint="an inventory host name"),
@@ -387,7 +390,7 @@ VARIABLES: Tuple[Var, ...] = (
     Var("monitoring_debs", "str", "monitoring.yml with `vllm_fleet_monitoring_install`: a controller directory of "
         "`.deb` files (prometheus and the dependencies the host lacks, e.g. from `apt-get install --download-only`) "
         "installed instead of asking the host's Debian mirror (hosts without one).", scope="run",
-        pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"), pattern_hint="an absolute path of letters, digits and _ . / -",
+        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT,
         path="dir"),
     Var("stage_cache", "str", "Staging, `hub` source: the controller directory snapshots are downloaded to "
         "(`<dir>/<org>--<name>--<revision>/`; relative paths are relative to the checkout).", scope="run",
@@ -405,8 +408,8 @@ VARIABLES: Tuple[Var, ...] = (
         choices=("controller", "host")),
     Var("stage_wheelhouse", "str", "Staging with `vllm_fleet_stage_download: host`: a directory of wheels on the seed "
         "host that huggingface_hub is installed from (pip `--no-index --find-links`); unset: the package index.",
-        scope="run", pattern=re.compile(r"^/[A-Za-z0-9_./-]+\Z"),
-        pattern_hint="an absolute path of letters, digits and _ . / -", path="dir"),
+        scope="run", pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="dir"),
     Var("stage_progress", "int", "Staging, `hub` source: seconds between two progress lines of the controller's "
         "download (bytes so far, rate).", scope="run", default=20, minimum=1, maximum=3600),
     Var("status_window", "int", "status.yml: seconds between its two reads of each server's `/metrics` "
