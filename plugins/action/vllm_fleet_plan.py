@@ -21,7 +21,7 @@ from ansible.plugins.action import ActionBase
 # (pyproject.toml; `pip install -e .`): Ansible's module_utils import hook serves modules,
 # not controller-side plugins.
 try:
-    from vllm_fleet import contract, loader
+    from vllm_fleet import contract, loader, monitoring
     from vllm_fleet.coerce import plain
     from vllm_fleet.placement import is_engine_host
     from vllm_fleet.plan import (PlanError, deployment_of, host_input, host_layout_of, limit_cuts, plan, plan_fleet,
@@ -88,7 +88,9 @@ class ActionModule(ActionBase):
         if args.get("contract_only"):
             result.update(changed=False, msg=f"{len(checked)} host(s) checked against the inventory contract",
                           # each host's run options, and its roots (teardown, without a plan too)
-                          run={name: dict(contract.run_options(values), layout=host_layout_of(values, hostvars[name]))
+                          run={name: dict(contract.run_options(values), layout=host_layout_of(values),
+                                          monitoring_paths=monitoring.paths(values.get(
+                                              "vllm_fleet_monitoring_dir", contract.BY_NAME["vllm_fleet_monitoring_dir"].default)))
                                for name, values in checked.items()})
             return result
         digest_key = _digest_key(checked)

@@ -10,7 +10,6 @@ import re
 # The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
 # Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
 # import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
-from vllm_fleet.planargv import flag_values
 from vllm_fleet.readiness import settings_problem
 from vllm_fleet.topology import ranges as gpu_ranges
 
@@ -108,7 +107,6 @@ class FilterModule:
     def filters(self):
         return {
             "vllm_fleet_pin_requirements": pin_requirements,
-            "vllm_fleet_flag_values": flag_values,
             "vllm_fleet_systemd_exec": systemd_exec,
             "vllm_fleet_systemd_env_line": systemd_env_line,
             "vllm_fleet_credential_env": credential_env,

@@ -15,8 +15,11 @@ description:
     process, C(vllm_fleet.runtimespec)) gets it made from the recorded process and layout and
     today's docker tunables (the host's C(vllm_fleet_docker_*) variables); one recorded before its
     uv engines and services carried C(systemd_run) (their finished unit) gets that from the
-    recorded process, layout, venv and accelerator unit block. A recorded one is kept as it ran.
-    rollback.yml and the uv runtime's restore pass every recorded plan through it.
+    recorded process, layout, venv and accelerator unit block (a recorded one lacking today's
+    entries gets them); what it lacks of the layout and the accelerator setup comes from
+    O(today). What was recorded is kept as it ran. rollback.yml and the uv runtime's restore
+    pass every recorded plan through it: the controller's one place for old records (the host's
+    reader, C(vllm_fleet.records.todays_plan), renames old keys).
 options:
   _input:
     description: The recorded host plan.
@@ -26,11 +29,17 @@ options:
     description: The host's C(vllm_fleet_docker_*) variables (unset ones take the defaults).
     type: dict
     required: true
+  today:
+    description:
+      - This host's plan of this run. A recorded plan takes from it what it was recorded without
+        (the C(accelerator_setup) block, layout entries); what was recorded is kept.
+    type: dict
+    required: false
 """
 
 
-def finished_plan(plan, tunables):
-    return finish_plan(plan, dict(tunables))
+def finished_plan(plan, tunables, today=None):
+    return finish_plan(plan, dict(tunables), dict(today) if today else None)
 
 
 class FilterModule:

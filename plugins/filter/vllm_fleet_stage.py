@@ -48,8 +48,9 @@ options:
 
 def stage_schedule(hostvars, hosts, cache_dir, have=(), relay=True, download="controller"):
     stages = {h: (hostvars[h].get("vllm_fleet_plan") or {}).get("stage") for h in hosts}
+    addresses = {h: str(hostvars[h].get("ansible_host") or h) for h in hosts}
     try:
-        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()), bool(relay), str(download))
+        return staging.fleet_schedule(stages, str(cache_dir), list(have or ()), bool(relay), str(download), addresses)
     except ValueError as exc:
         raise AnsibleFilterError(f"vllm-fleet staging: {exc}") from None
 

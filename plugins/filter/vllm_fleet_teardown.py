@@ -11,7 +11,7 @@ from ansible.errors import AnsibleFilterError
 # The engine (plugins/module_utils/vllm_fleet) is the installed `vllm_fleet` package (`pip install -e .`).
 # Imported plainly: every playbook starts with the plan action (playbooks/_plan.yml), whose one
 # import guard (plugins/action/vllm_fleet_plan.py) says what to install when it is missing.
-from vllm_fleet.layout import KEPT_SUFFIX, deployment_layout, removed_paths
+from vllm_fleet.layout import KEPT_SUFFIX, deployment_layout, removed_paths, unit_files
 from vllm_fleet.pathrules import is_system_dir
 from vllm_fleet.planmodel import RESERVED
 
@@ -79,7 +79,8 @@ def teardown_targets(plan, recorded, orphans=False, layout=None, purge_cache=Fal
     revision of it recorded on the host, and (``orphans``) every other recorded deployment.
     Each target: deployment, containers (with their kept ``-prev``), units (reverse start
     order: routers before the Mooncake store, the store before its master), processes (name and
-    runtime of each, in that reverse order: what the runtime roles' remove picks its own from),
+    runtime of each, in that reverse order: what the runtime roles' remove picks its own from; a
+    unit's with its unit, env and worker-list ``files``, layout.unit_files),
     paths: the recorded paths plus the deployment's own (``layout``: the host's roots,
     ``vllm_fleet_run.layout``; layout.removed_paths: venvs, config directory, legacy marker,
     and with ``purge_cache`` its caches)."""
@@ -108,7 +109,9 @@ def teardown_targets(plan, recorded, orphans=False, layout=None, purge_cache=Fal
             "deployment": name,
             "containers": [c for pair in containers.values() for c in pair],
             "units": units,
-            "processes": [dict({"name": n, "runtime": rt}, **({"containers": containers[n]} if n in containers else {}))
+            "processes": [dict({"name": n, "runtime": rt}, **({"containers": containers[n]} if n in containers else {}),
+                               **({"files": list(unit_files(layout, n).values())}
+                                  if layout and rt in ("uv", "service") else {}))
                           for n, rt in reversed(procs)],
             "paths": own + sorted(entry["paths"] - set(own)),
             "orphan": not plan or name != plan["deployment"],

@@ -26,8 +26,10 @@ real vLLM CPU image serving MiniLM, weights and image present), alternated A B A
 warm-up pair: (a) ``deploy.yml`` from nothing running to its health gate passed (then
 ``teardown.yml``, not timed), (b) a hand-run ``docker run`` of what (a) started (the same image,
 argv, env, binds, shm size and user, read back with docker inspect) polled on /health every
-0.2 s plus one embedding request. Printed: the medians, their ratio, and where deploy.yml's
-seconds go per play (the timing callback of bench_deploy), the health gate apart.
+0.2 s plus one embedding request, (c) the floor of any Ansible-driven start: a two-task
+playbook on the test host that runs (b)'s ``docker run`` and (b)'s poll (no facts, no plan, no
+checks). Printed: the medians, the ratios a/b and c/b, and where deploy.yml's seconds go per play
+(the timing callback of bench_deploy), the health gate apart.
 
     python3 -m nox -s bench_stage -- --part start --repeats 3
 
@@ -239,6 +241,36 @@ def hand_argv(served: dict, host_container: str) -> list:
     return argv + [served["Config"]["Image"], *(cfg.get("Entrypoint") or [])[1:], *(cfg.get("Cmd") or [])]
 
 
+FLOOR_PLAY = """\
+- name: The least an Ansible run that starts this server and waits for it does
+  hosts: t0
+  gather_facts: false
+  tasks:
+    - name: Start the server's container as the hand-run does
+      ansible.builtin.command:
+        argv: "{{ bench_floor_argv }}"
+      changed_when: true
+
+    - name: Wait for /health and one request, as the hand-run does
+      ansible.builtin.command:
+        argv: [python3, -c, "{{ bench_floor_poll }}"]
+      changed_when: false
+"""
+
+
+def floor_run(inventory, argv: list, work: Path) -> dict:
+    """(c): FLOOR_PLAY with (b)'s argv and poll, timed from the ansible-playbook start to its exit."""
+    subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
+    play, extra = work / "floor.yml", work / "floor-vars.json"
+    play.write_text(FLOOR_PLAY)
+    extra.write_text(json.dumps({"bench_floor_argv": argv, "bench_floor_poll": HAND_POLL}))
+    try:
+        wall, _ = ansible(inventory, str(play), "-e", f"@{extra}")
+    finally:
+        subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
+    return {"wall": wall}
+
+
 def hand_run(argv: list, host_container: str) -> dict:
     subprocess.run(["docker", "rm", "-f", HAND], capture_output=True)
     start = time.monotonic()
@@ -284,7 +316,7 @@ def bench_start(args) -> None:
     gfile = work / "groups.json"
     start_groups(gfile, args.health_interval)
     inventory = [info["inventory"], str(gfile)]
-    a_runs, b_runs = [], []
+    a_runs, b_runs, c_runs = [], [], []
     argv = None
     try:
         for rep in range(args.repeats + 1):
@@ -297,9 +329,12 @@ def bench_start(args) -> None:
             argv = hand_argv(served, host_container)
             ansible(inventory, "teardown.yml")
             b = hand_run(argv, host_container)
+            c = floor_run(inventory, argv, work)
             label = "warm-up" if rep == 0 else f"run {rep}"
-            print(f"  {label}: (a) deploy.yml {wall:.1f} s, (b) hand-run {b['wall']:.1f} s", flush=True)
+            print(f"  {label}: (a) deploy.yml {wall:.1f} s, (b) hand-run {b['wall']:.1f} s, "
+                  f"(c) two-task playbook {c['wall']:.1f} s", flush=True)
             if rep:
+                c_runs.append(c)
                 timing = json.loads(timing_f.read_text())
                 a_runs.append({"wall": wall, "phases": phases(timing, started, ended), "tasks": task_seconds(timing)})
                 b_runs.append(b)
@@ -315,8 +350,12 @@ def bench_start(args) -> None:
           f"medians of {args.repeats} alternated pairs):")
     print(f"  (a) deploy.yml from nothing running: {a:.1f} s   (b) hand-run docker run + /health + one request: {b:.1f} s")
     print(f"  ratio a/b {a / b:.2f}; the bundle's own time {a - b:.1f} s per deploy")
-    shown = {name: ", ".join("%.1f" % r["wall"] for r in runs) for name, runs in (("a", a_runs), ("b", b_runs))}
-    print(f"  (a) runs: {shown['a']} s; (b) runs: {shown['b']} s")
+    c = statistics.median(r["wall"] for r in c_runs)
+    print(f"  (c) the floor, a two-task playbook (docker run, then the same poll): {c:.1f} s, ratio c/b {c / b:.2f}; "
+          f"Ansible's own {c - b:.1f} s, the bundle's beyond it {a - c:.1f} s (a/c {a / c:.2f})")
+    shown = {name: ", ".join("%.1f" % r["wall"] for r in runs) for name, runs in (("a", a_runs), ("b", b_runs),
+                                                                                  ("c", c_runs))}
+    print(f"  (a) runs: {shown['a']} s; (b) runs: {shown['b']} s; (c) runs: {shown['c']} s")
     print("  where deploy.yml's seconds go (median per play; the health gate includes vLLM's own start):")
     keys = list(dict.fromkeys(k for r in a_runs for k in r["phases"]))
     for key in sorted(keys, key=lambda k: -statistics.median(r["phases"].get(k, 0.0) for r in a_runs)):

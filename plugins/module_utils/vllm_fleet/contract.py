@@ -32,7 +32,7 @@ from .pathrules import path_problem
 from .redact import SECRET_ENV_RE, URL_CREDENTIALS_RE, shown
 from .schema import UNSAFE_ENV   # environment names that change what every process loads: refused outright
 from .valuecheck import Checker, is_int
-from .variables import BY_NAME, INTERNAL, INTERNAL_PREFIXES, PREFIX, RESERVED_PREFIXES, SETTINGS, VARIABLES, internal
+from .variables import BY_NAME, INTERNAL, INTERNAL_PREFIXES, PREFIX, RESERVED_PREFIXES, RETIRED, SETTINGS, VARIABLES, internal
 
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -233,6 +233,10 @@ def check(host: str, variables: Mapping[str, Any], extra_known: Iterable[str] = 
         value = variables[name]
         spec = BY_NAME.get(name)
         if name in INTERNAL:
+            continue
+        if name in RETIRED:
+            if value is not None:
+                c.bad(name, f"no longer a setting: {RETIRED[name]}; remove it from the inventory")
             continue
         prefix = next((p for p in INTERNAL_PREFIXES if name.startswith(p)), None)
         if prefix:

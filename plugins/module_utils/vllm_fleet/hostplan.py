@@ -106,8 +106,11 @@ class PlannedProcess:
         "a uv engine's or a service's finished unit (runtimespec.systemd_run): exec_start (argv with argv[0] "
         "resolved in its venv), env (the unit block's env under its own; a service's PATH under both), "
         "fixed_env (written after env: a uv engine's HF_HOME), groups (names, those the host has are "
-        "joined), which the systemd role prints as they are; None (left out): not a systemd process. Not "
-        "hashed (made from hashed fields and the layout)", default=None)
+        "joined), files (layout.unit_files: its unit, env and worker-list files), workdir (its working "
+        "directory), home (the service user's), hidden (the env files' directory, hidden from the unit), "
+        "requires (files its argv names relative to workdir: preflight checks them), which the systemd "
+        "role prints and writes as they are; None (left out): not a systemd process. Not hashed (made "
+        "from hashed fields and the layout)", default=None)
 
     def to_dict(self, with_drain: bool = True) -> Dict[str, Any]:
         """The plan's dict; ``with_drain=False``: what the host plan's hash covers, which leaves
@@ -190,12 +193,14 @@ class HostPlan:
         "read. Not hashed", default=None)
     venv: Optional[Dict[str, Any]] = _doc(
         "the uv engines' venv (layout.uv_venv): root (<vllm_fleet_uv_root>/<deployment>), path (root/venv-<id of "
-        "the package set>), python (what the venv is made with); left out without uv engines. Not hashed (its "
+        "the package set>), python (what the venv is made with), interpreter and vllm (its bin/python and "
+        "bin/vllm); left out without uv engines. Not hashed (its "
         "parts are: the version and packages in the processes, the Python a host fact)", default=None)
     layout: Dict[str, Any] = _doc(
         "every path of the deployment on this host (layout.deployment_layout): config_dir, venv_dir, overrides, "
         "services_dir, services_venv, unit_dirs, hf_cache, compile_cache, record_dir, legacy_marker, kept_suffix, "
-        "and the host's roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_tools, uv_bin, prometheus_debs, roots: "
+        "and the host's roots (uv_root, services_root, workdir, hf_cache_shared, state_dir, uv_home, services_home, "
+        "env_dir, unit_dir, uv_tools, uv_bin, prometheus_debs, roots: "
         "what teardown removes from). The roles, teardown and the records read paths here. Not hashed",
         default_factory=dict)
     accelerator_setup: Optional[Dict[str, Any]] = _doc(

@@ -20,7 +20,9 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}\Z")
 DATA_ROOT = "/var/lib/vllm-fleet"                   # vllm_fleet_uv_state_dir: the units' working directory
 STATE_DIR = f"{DATA_ROOT}/state"                    # vllm_fleet_state_dir: <deployment>/rev-<N>.json (records)
 PACKAGE_CACHE = "/var/cache/vllm-fleet"             # packages the controller copies to a host (prometheus-debs/)
-CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files
+CONFIG_ROOT = "/etc/vllm-fleet"                     # <deployment>/ config files; the units' <process>.env, .workers
+UNIT_DIR = "/etc/systemd/system"                    # the units' <process>.service
+SERVICE_HOME = f"{DATA_ROOT}/home"                  # the service user's home (vLLM, torch, triton caches)
 VENV_ROOT = "/opt/vllm-fleet"                       # vllm_fleet_uv_root / vllm_fleet_services_root: <deployment>/ (venvs)
 HF_CACHE_ROOT = f"{DATA_ROOT}/hf-cache"             # docker: <deployment>/ each; uv units: HF_HOME itself
 # vLLM's compile cache (VLLM_CACHE_ROOT: torch.compile / inductor artifacts), <deployment>/<build>/:
@@ -30,6 +32,8 @@ COMPILE_CACHE_ROOT = f"{DATA_ROOT}/compile-cache"
 MODEL_STORE = f"{DATA_ROOT}/models"                 # staged snapshots, <org>--<name>--<revision>/ (staging)
 # vllm_fleet_stage_download host: the seed host's huggingface_hub, in a venv of its own
 STAGE_TOOLS_VENV = f"{VENV_ROOT}/stage-tools"
+STAGE_TRUST_DIR = "/run/vllm-fleet-stage"          # a sender's per-run key and known_hosts (staging)
+PROMETHEUS_DROPIN = f"{UNIT_DIR}/prometheus.service.d"   # monitoring.yml's drop-in for Debian's prometheus
 KEPT_SUFFIX = "-prev"       # docker: the container of the previous revision, kept (module vllm_fleet_container)
 LEGACY_MARKER_SUFFIX = ".plan"   # <state_dir>/<deployment>.plan: the deployed plan's hash, before the records held it
 
@@ -41,16 +45,22 @@ HOST_TUNABLES = {
     "workdir": ("vllm_fleet_uv_state_dir", DATA_ROOT),
     "hf_cache_shared": ("vllm_fleet_uv_hf_cache", HF_CACHE_ROOT),
     "state_dir": ("vllm_fleet_state_dir", STATE_DIR),
+    "uv_home": ("vllm_fleet_uv_user_home", SERVICE_HOME),
+    "services_home": ("vllm_fleet_services_user_home", SERVICE_HOME),
 }
 
 
 def host_layout(values):
     """The bundle's roots on one host from its variables (``values``: a mapping of inventory
     variable -> value; the contract checked each path before): the uv and services roots, the
-    units' working directory, the uv units' shared HF cache, the records' directory, the uv
-    tools venv, the Prometheus packages' copy (monitoring.yml), and ``roots``: the directories
-    teardown removes from (each path is checked to lie below one of them)."""
+    units' working directory, the uv units' shared HF cache, the records' directory, the service
+    user's home as the uv engines and as the services see it, the directories of the units'
+    env files (``env_dir``) and unit files (``unit_dir``), the uv tools venv, the Prometheus
+    packages' copy (monitoring.yml), and ``roots``: the directories teardown removes from (each
+    path is checked to lie below one of them)."""
     out = {key: str(values.get(var) or default).rstrip("/") or "/" for key, (var, default) in HOST_TUNABLES.items()}
+    out["env_dir"] = CONFIG_ROOT
+    out["unit_dir"] = UNIT_DIR
     out["uv_tools"] = f"{out['uv_root']}/tools"
     out["uv_bin"] = f"{out['uv_tools']}/bin/uv"
     out["prometheus_debs"] = f"{PACKAGE_CACHE}/prometheus-debs"   # monitoring.yml's install (vllm_fleet_prometheus)
@@ -61,7 +71,7 @@ def host_layout(values):
 
 def deployment_layout(host, deployment):
     """Every path and derived name of one deployment on a host (``host``: :func:`host_layout`):
-    config_dir (config files; secrets/ below it), venv_dir (the uv engines' venvs; overrides
+    config_dir (config files), secrets_dir (the root-only secret files, below it), venv_dir (the uv engines' venvs; overrides
     its uv overrides file), services_dir and services_venv (routers, Mooncake), unit_dirs (the
     venv directories of a deployment that runs units: venv_dir and services_dir, once each;
     what the revision record and teardown list), hf_cache (the
@@ -73,7 +83,7 @@ def deployment_layout(host, deployment):
     if not NAME_RE.fullmatch(dep) or ".." in dep:
         raise ValueError(f"vllm_fleet_deployment: {dep!r} is not a safe name")
     out = dict(host)
-    out.update(config_dir=f"{CONFIG_ROOT}/{dep}", venv_dir=f"{host['uv_root']}/{dep}",
+    out.update(config_dir=f"{CONFIG_ROOT}/{dep}", secrets_dir=secrets_dir(dep), venv_dir=f"{host['uv_root']}/{dep}",
                overrides=f"{host['uv_root']}/{dep}/overrides.txt",
                services_dir=f"{host['services_root']}/{dep}", services_venv=f"{host['services_root']}/{dep}/services",
                hf_cache=f"{HF_CACHE_ROOT}/{dep}", compile_cache=f"{COMPILE_CACHE_ROOT}/{dep}",
@@ -81,6 +91,26 @@ def deployment_layout(host, deployment):
                kept_suffix=KEPT_SUFFIX)
     out["unit_dirs"] = list(dict.fromkeys([out["venv_dir"], out["services_dir"]]))
     return out
+
+
+def secrets_dir(deployment):
+    """The root-only directory of a deployment's file-passed secrets (systemd LoadCredential=)."""
+    return f"{CONFIG_ROOT}/{deployment}/secrets"
+
+
+def stage_trust():
+    """Where a sender keeps the stage phase's per-run trust (playbooks/tasks/stage_trust.yml,
+    removed at the run's end): the directory under /run (never across a reboot), the run's
+    private key and the receivers' host keys."""
+    return {"dir": STAGE_TRUST_DIR, "key": f"{STAGE_TRUST_DIR}/key", "known_hosts": f"{STAGE_TRUST_DIR}/known_hosts"}
+
+
+def unit_files(layout, name):
+    """The files of one systemd process (``name``: its unit name, without .service) on a host
+    (``layout``: :func:`host_layout` or a deployment's): its unit, its env file (0600) and a
+    router's worker list, beside the env file."""
+    return {"unit": f"{layout['unit_dir']}/{name}.service", "env": f"{layout['env_dir']}/{name}.env",
+            "workers": f"{layout['env_dir']}/{name}.workers"}
 
 
 def removed_paths(layout, units, purge_cache):
@@ -101,7 +131,13 @@ def uv_venv(root, deployment, package, version, python, packages, overrides):
     plan carried them, so venvs made then are found again)."""
     key = [f"{package}=={version}", python] + sorted(set(packages)) + list(overrides)
     digest = hashlib.sha1(json.dumps(key).encode("utf-8")).hexdigest()[:12]
-    return {"root": f"{root}/{deployment}", "path": f"{root}/{deployment}/venv-{digest}", "python": python}
+    return venv_commands({"root": f"{root}/{deployment}", "path": f"{root}/{deployment}/venv-{digest}", "python": python})
+
+
+def venv_commands(venv):
+    """A venv (``root``, ``path``, ``python``) with the commands the uv role runs from it:
+    ``interpreter`` (its bin/python) and ``vllm`` (its bin/vllm)."""
+    return dict(venv, interpreter=f"{venv['path']}/bin/python", vllm=f"{venv['path']}/bin/vllm")
 
 
 def plan_venv(root, deployment, version, setup, processes, host_python, override=None):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
+from .layout import PROMETHEUS_DROPIN
 from .planargv import LOOPBACK, flag_values
 
 VLLM_KINDS = ("vllm", "omni")
@@ -81,7 +82,8 @@ def targets(plans: Mapping[str, Mapping[str, Any]], monitor_host: Optional[str] 
 
 def files(found: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """The file_sd files: ``[{"job", "name": "vllm-fleet-<job>.json", "groups"}]``, one per job,
-    written even when empty (Prometheus then drops targets that are gone)."""
+    written even when empty (Prometheus then drops targets that are gone); where each goes:
+    :func:`paths`' ``targets``."""
     return [{"job": job, "name": f"vllm-fleet-{job}.json", "groups": list(found.get(job) or [])} for job in JOBS]
 
 
@@ -93,14 +95,30 @@ def summary(found: Mapping[str, Any]) -> str:
 
 RULES = "vllm-fleet-rules.yml"
 DASHBOARD = "vllm-fleet-dashboard.json"
+PART = "prometheus-vllm-fleet.yml"
+
+
+def paths(directory: str) -> Dict[str, Any]:
+    """Every file monitoring.yml and roles/vllm_fleet_prometheus write in ``directory``
+    (vllm_fleet_monitoring_dir), the one place they are named: ``targets`` (job -> its file_sd
+    file), ``rules``, ``dashboard``, ``part`` (the prometheus.yml part for an existing Prometheus)
+    and ``config`` (the whole prometheus.yml of an installed one), and outside it the installed
+    one's systemd drop-in (``dropin_dir``, ``dropin``). The playbook reads them as
+    ``vllm_fleet_run.monitoring_paths``."""
+    base = directory.rstrip("/") or "/"
+    return {"dir": base, "targets": {job: f"{base}/vllm-fleet-{job}.json" for job in JOBS},
+            "rules": f"{base}/{RULES}", "dashboard": f"{base}/{DASHBOARD}", "part": f"{base}/{PART}",
+            "config": f"{base}/prometheus.yml", "dropin_dir": PROMETHEUS_DROPIN,
+            "dropin": f"{PROMETHEUS_DROPIN}/vllm-fleet.conf"}
 
 
 def prometheus_config(directory: str, interval: str = "15s") -> Dict[str, Any]:
     """The part of a prometheus.yml that reads the fleet: one scrape job per target file (file_sd,
     re-read when monitoring.yml rewrites it) and the alert rules, all under ``directory``."""
-    return {"rule_files": [f"{directory}/{RULES}"],
+    where = paths(directory)
+    return {"rule_files": [where["rules"]],
             "scrape_configs": [{"job_name": f"vllm-fleet-{job}", "scrape_interval": interval,
-                                "file_sd_configs": [{"files": [f"{directory}/vllm-fleet-{job}.json"]}]}
+                                "file_sd_configs": [{"files": [where["targets"][job]]}]}
                                for job in JOBS]}
 
 

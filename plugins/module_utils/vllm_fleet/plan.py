@@ -106,18 +106,16 @@ def host_input(name: str, checked: Mapping[str, Any], hostvars: Mapping[str, Any
                      check_vram=checked.get("vllm_fleet_preflight_check_vram") is not False,
                      python=(facts.get("python") or {}).get("executable"),
                      uv_python=hostvars.get("vllm_fleet_uv_python") or None,
-                     # role tunables of type path and the state_dir run option: the contract's
-                     # host-path rule checked each before
-                     layout=host_layout_of(checked, hostvars),
+                     # the host's path variables (the contract's: its host-path rule checked each)
+                     layout=host_layout_of(checked),
                      # the docker runtime's variables: the contract's, checked with the others
                      docker=docker_tunables(checked))
 
 
-def host_layout_of(checked: Mapping[str, Any], hostvars: Mapping[str, Any]) -> Dict[str, Any]:
-    """The bundle's roots on a host (layout.host_layout) from its path tunables: the state_dir run
-    option (contract-checked) and the roles' root tunables (vllm_fleet_uv_root, ...; the
-    contract's host-path rule checked each before)."""
-    return host_layout({var: checked.get(var) or hostvars.get(var) for var, _ in HOST_TUNABLES.values()})
+def host_layout_of(checked: Mapping[str, Any]) -> Dict[str, Any]:
+    """The bundle's roots on a host (layout.host_layout) from its path variables (``checked``: the
+    host's values as the contract checked them: vllm_fleet_state_dir, vllm_fleet_uv_root, ...)."""
+    return host_layout({var: checked.get(var) for var, _ in HOST_TUNABLES.values()})
 
 
 def without_facts(host: HostInput) -> HostInput:

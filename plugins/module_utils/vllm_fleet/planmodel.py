@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .runtimespec import docker_tunables
 from .layout import (COMPILE_CACHE_ROOT, CONFIG_ROOT, HF_CACHE_ROOT, KEPT_SUFFIX, LEGACY_MARKER_SUFFIX,  # noqa: F401 (re-exported)
-                     NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT, deployment_layout, host_layout)
+                     NAME_RE, STAGE_TOOLS_VENV, VENV_ROOT, deployment_layout, host_layout, unit_files)
 from .rendermodel import Process, Request
 
 
@@ -122,7 +122,7 @@ def host_names(host_plan: Mapping[str, Any]) -> List[Tuple[str, str, str]]:
         else:   # uv engines, services: a systemd unit and its env file
             units = True
             out += [("unit", f"{name}.service", "a systemd unit"),
-                    ("path", f"{CONFIG_ROOT}/{name}.env", f"the env file of unit {name}")]
+                    ("path", unit_files(paths, name)["env"], f"the env file of unit {name}")]
     out.append(("path", paths["config_dir"], "the config directory"))
     if units:
         out.append(("path", paths["venv_dir"], "the venv directory"))

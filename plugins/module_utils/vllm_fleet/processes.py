@@ -14,7 +14,8 @@ from .hostplan import PlannedProcess
 from .coerce import as_list, as_map
 from .shell import dedupe
 from .topology import ranges as gpu_ranges
-from .planmodel import CONFIG_ROOT, DEFAULT_PORT, compile_cache_dir, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
+from .layout import secrets_dir
+from .planmodel import DEFAULT_PORT, compile_cache_dir, Deployment, HostInput, ROCM_BRAND_KEYS, Slot, image_version, plan_hash, version_tuple
 from .planargv import (bind_of, check_versions, customize, health_kind, int_flag, probe_host_of, router_argv,
                        router_metrics,
                        router_membership, gpus_per_node, substitute)
@@ -307,4 +308,4 @@ def credential(deployment: str, secret: str) -> Dict[str, str]:
     systemd credential (``%d/<name>``, LoadCredential= of ``path``)."""
     spec = secret_table.BY_ENV[secret]
     return {"secret": secret, "name": spec.file, "env": spec.file_env, "var": spec.var,
-            "path": f"{CONFIG_ROOT}/{deployment}/secrets/{spec.file}"}
+            "path": f"{secrets_dir(deployment)}/{spec.file}"}

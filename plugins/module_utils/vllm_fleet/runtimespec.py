@@ -19,10 +19,12 @@ to) gets it from today's tunables (:func:`finish_plan`).
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Mapping
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import secret_table
 from .coerce import plain
+from .layout import unit_files, venv_commands
+from .vllmargs import flag_values
 from .variables import VARIABLES
 
 # the container's HF cache (the image runs as root)
@@ -34,6 +36,10 @@ DOCKER_TUNABLES: Dict[str, Any] = {v.name[len("docker_"):]: (v.full, v.default) 
                                    if v.name.startswith("docker_")}
 
 _LABEL_OPT = re.compile(r"^label[=:]")
+# what a finished unit holds (systemd_run): a recorded one lacking any gets them (finish_plan)
+_SYSTEMD_KEYS = ("exec_start", "env", "fixed_env", "groups", "files", "workdir", "home", "hidden", "requires")
+# a chat template named relative to the working directory (not absolute, not inline Jinja)
+_RELATIVE_TEMPLATE = re.compile(r"^[^/{].*[.]jinja\Z")
 
 
 def docker_tunables(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -46,7 +52,7 @@ def docker_tunables(values: Mapping[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def _unique(items: List[Any]) -> List[Any]:
+def _unique(items: Any) -> List[Any]:
     return list(dict.fromkeys(items))
 
 
@@ -122,8 +128,13 @@ def systemd_run(proc: Mapping[str, Any], layout: Mapping[str, Any], venv: Any,
     the unit appends from its .workers file), ``env`` (the unit block's env, the accelerator's,
     under the process's own; a service: PATH with its venv first, under both), ``fixed_env``
     (written after env, so it wins: a uv engine's HF_HOME, the deployment's HF cache) and
-    ``groups`` (the unit block's, by name: the host keeps those it has). ``unit_default``: the
-    unit block of a uv engine that has none (a revision recorded before processes carried it)."""
+    ``groups`` (the unit block's, by name: the host keeps those it has), ``files`` (its unit, env
+    and worker-list files: layout.unit_files), ``workdir`` (its working directory), ``home`` (the
+    service user's home: a uv engine's or a service's), ``hidden`` (the env files' directory,
+    an empty tmpfs in the sandboxed unit's view) and ``requires`` (the chat templates its argv
+    names relative to the working directory, as paths there: the uv preflight checks they exist;
+    recipes name them inside the official image's /vllm-workspace). ``unit_default``: the unit
+    block of a uv engine that has none (a revision recorded before processes carried it)."""
     service = proc.get("runtime") == "service"
     root = layout["services_venv"] if service else venv
     block = proc.get("unit")
@@ -133,9 +144,13 @@ def systemd_run(proc: Mapping[str, Any], layout: Mapping[str, Any], venv: Any,
     env: Dict[str, Any] = {"PATH": f"{root}/bin:{SERVICE_PATH}"} if service else {}
     env.update(block.get("env") or {})
     env.update(proc.get("env") or {})
+    templates = [] if service else [v for v in flag_values(proc["argv"], "--chat-template")
+                                    if _RELATIVE_TEMPLATE.match(v)]
     return {"exec_start": ([argv[0]] if argv[0].startswith("/") else [f"{root}/bin/{argv[0]}"]) + argv[1:],
             "env": env, "fixed_env": {} if service else {"HF_HOME": layout["hf_cache_shared"]},
-            "groups": list(block.get("groups") or [])}
+            "groups": list(block.get("groups") or []), "files": unit_files(layout, proc["name"]),
+            "workdir": layout["workdir"], "home": layout["services_home" if service else "uv_home"],
+            "hidden": layout["env_dir"], "requires": _unique(f"{layout['workdir']}/{v}" for v in templates)}
 
 
 def attach(processes: List[Any], deployment: str, recipe: str, layout: Mapping[str, Any],
@@ -150,23 +165,32 @@ def attach(processes: List[Any], deployment: str, recipe: str, layout: Mapping[s
             proc.systemd_run = systemd_run(proc.to_dict(), layout, venv, unit_default)
 
 
-def finish_plan(plan: Mapping[str, Any], tunables: Mapping[str, Any]) -> Dict[str, Any]:
-    """A recorded plan (a revision rolled back to, a uv revision put back) with the finished spec
-    each process lacks when it was recorded before the plan carried them: a ``docker_run`` from
-    today's docker tunables (``tunables``: the host's inventory variables), a ``systemd_run`` from
-    the recorded process, layout, venv and accelerator unit block; a recorded block is kept as
-    it ran."""
+def finish_plan(plan: Mapping[str, Any], tunables: Mapping[str, Any],
+                today: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A recorded plan (a revision rolled back to, a uv revision put back) made whole for today's
+    roles: the controller's half of reading old records (records.todays_plan, on the host, gives
+    old keys today's names). What a plan recorded before today's fields lacks comes from today:
+    ``today`` (this host's plan of this run) gives the accelerator_setup block and the layout
+    entries it lacks (the same host, the same roots); a venv gets its commands; a docker process
+    its ``docker_run`` from today's docker tunables (``tunables``: the host's inventory variables),
+    a uv engine or service its ``systemd_run`` (or the entries its recorded one lacks) from the
+    recorded process, layout, venv and accelerator unit block. What was recorded is kept as it ran."""
     out = dict(plan)
-    venv = (plan.get("venv") or {}).get("path")
-    unit_default = (plan.get("accelerator_setup") or {}).get("unit")
+    if today:
+        if out.get("accelerator_setup") is None and today.get("accelerator_setup") is not None:
+            out["accelerator_setup"] = today["accelerator_setup"]
+        out["layout"] = dict(today.get("layout") or {}, **(out.get("layout") or {}))
+    if out.get("venv"):
+        out["venv"] = dict(venv_commands(out["venv"]), **out["venv"])
+    venv = (out.get("venv") or {}).get("path")
+    unit_default = (out.get("accelerator_setup") or {}).get("unit")
     processes = []
-    for p in plan.get("processes") or []:
+    for p in out.get("processes") or []:
         if p.get("runtime") == "docker" and not p.get("docker_run"):
-            p = dict(p, docker_run=docker_run(p, plan["deployment"], plan["recipe"], plan["layout"],
+            p = dict(p, docker_run=docker_run(p, out["deployment"], out["recipe"], out["layout"],
                                               docker_tunables(tunables)))
-        elif p.get("runtime") in ("uv", "service") and not p.get("systemd_run"):
-            p = dict(p, systemd_run=systemd_run(p, plan["layout"], venv, unit_default))
+        elif p.get("runtime") in ("uv", "service") and not set(_SYSTEMD_KEYS) <= set(p.get("systemd_run") or {}):
+            p = dict(p, systemd_run=dict(systemd_run(p, out["layout"], venv, unit_default), **(p.get("systemd_run") or {})))
         processes.append(p)
     out["processes"] = processes
     return out
-

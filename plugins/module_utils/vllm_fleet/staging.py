@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .layout import COMPILE_CACHE_ROOT, MODEL_STORE, NAME_RE, STAGE_TOOLS_VENV
+from .layout import COMPILE_CACHE_ROOT, MODEL_STORE, NAME_RE, STAGE_TOOLS_VENV, stage_trust
 
 SOURCES = ("hub", "controller", "path", "none")
 STORE = MODEL_STORE                            # the snapshot store on every host
@@ -290,14 +290,18 @@ def schedule(rounds: Sequence[Sequence[Tuple[str, str]]]) -> Dict[str, Any]:
 
 
 def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir: str,
-                   have: Sequence[str] = (), relay: bool = True, download: str = "controller") -> Dict[str, Any]:
+                   have: Sequence[str] = (), relay: bool = True, download: str = "controller",
+                   addresses: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """The stage playbook's whole schedule, from each host's ``stage`` block (None: nothing staged):
 
     * ``snapshots``: key -> source, model, revision, controller dir (what the controller sends:
       the controller path, or ``<cache_dir>/<key>`` for a Hub download), manifest file on the
-      controller, hosts, rounds (:func:`fan_out`, hosts of one rack preferred);
+      controller, hosts, rounds (:func:`fan_out`, hosts of one rack preferred), and the rsync
+      sources of its contents: ``controller_src`` (on the controller) and ``src`` (on a holder);
     * ``hosts``: host -> what it does in each round: ``receive`` (round -> key, from) and ``send``
-      (round -> list of {key, to});
+      (round -> list of {key, to, dest}: ``dest`` the rsync destination on the receiver, its
+      address from ``addresses`` (host -> ansible_host; default the name) and the snapshot's
+      directory below the store the per-run key is restricted to);
     * ``rounds``: how many rounds the run has (the most of any snapshot);
     * ``checked``: host -> the ``path`` source's directory (checked on every host, never copied).
 
@@ -311,7 +315,11 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
     one of its hosts (a holder of an older copy never counts: the first host by name), that
     downloads it from the Hub itself into its store; once verified it is a holder like any other
     and the fan-out starts there, the controller sends nothing. ``seeds``: the hosts that download,
-    ``seed_venv``: where they get huggingface_hub.
+    ``seed_venv``: where they get huggingface_hub, ``seed_python`` its interpreter.
+
+    ``trust``: where a sender keeps this run's key and its receivers' host keys (layout.stage_trust),
+    and ``ssh``: rsync's ``-e`` for a host-to-host send with them (this run's key only, host keys
+    checked against that known_hosts alone).
     """
     if download not in ("controller", "host"):
         raise ValueError(f"vllm_fleet_stage_download: {download!r} is not one of controller, host")
@@ -334,6 +342,8 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
             "controller_manifest": f"{cache_dir.rstrip('/')}/{key}{MANIFEST_SUFFIX}",
             "dir": block["dir"], "store": block["store"], "manifest": block["manifest"],
             "hosts": [], "rack": {}})
+        entry["controller_src"] = entry["controller_dir"].rstrip("/") + "/"
+        entry["src"] = entry["dir"].rstrip("/") + "/"
         if block["dir"] != entry["dir"]:
             raise ValueError(f"{host}: stages {key} at {block['dir']}, another host at {entry['dir']} "
                              f"(vllm_fleet_stage_store differs)")
@@ -355,11 +365,15 @@ def fleet_schedule(stages: Mapping[str, Optional[Mapping[str, Any]]], cache_dir:
                 hosts.setdefault(receiver, {"receive": {}, "send": {}})["receive"][str(index)] = {
                     "key": key, "from": sender}
                 hosts.setdefault(sender, {"receive": {}, "send": {}})["send"].setdefault(str(index), []).append(
-                    {"key": key, "to": receiver})
+                    {"key": key, "to": receiver, "dest": f"root@{(addresses or {}).get(receiver) or receiver}:{key}/"})
     seeds = sorted({e["seed"] for e in snapshots.values() if e["seed"]})
+    trust = stage_trust()
     return {"snapshots": snapshots, "hosts": hosts, "rounds": most, "checked": checked,
             "receivers": sorted(hosts_of(hosts, "receive")), "senders": sorted(hosts_of(hosts, "send")),
-            "seeds": seeds, "seed_venv": STAGE_TOOLS_VENV}
+            "seeds": seeds, "seed_venv": STAGE_TOOLS_VENV, "seed_python": f"{STAGE_TOOLS_VENV}/bin/python",
+            "trust": trust, "ssh": ["-e", f"ssh -i {trust['key']} -o IdentitiesOnly=yes -o BatchMode=yes "
+                                          f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={trust['known_hosts']} "
+                                          "-o GlobalKnownHostsFile=/dev/null"]}
 
 
 def hosts_of(hosts: Mapping[str, Mapping[str, Any]], what: str) -> List[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from . import secret_table
-from .layout import MODEL_STORE, NAME_RE, STATE_DIR
+from .layout import CONFIG_ROOT, DATA_ROOT, HF_CACHE_ROOT, MODEL_STORE, NAME_RE, SERVICE_HOME, STATE_DIR, UNIT_DIR, VENV_ROOT
 
 PREFIX = "vllm_fleet_"
 # Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
@@ -281,6 +281,25 @@ VARIABLES: Tuple[Var, ...] = (
         "mounted READ-ONLY as /root/.cache/huggingface instead of `vllm_fleet_docker_hf_cache` (it must exist).",
         scope="host", pattern=ABS_PATH_RE,
         pattern_hint=ABS_PATH_HINT, path="root"),
+    # --- the systemd runtimes' roots on a host (layout.host_layout: the plan's layout carries them)
+    Var("uv_root", "str", "uv runtime: root of the uv tool venv (`tools/`) and of the deployments' venvs "
+        "(`DEPLOYMENT/venv-ID`, one per package set).", scope="host", default=VENV_ROOT, pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
+    Var("uv_state_dir", "str", "Working directory of the uv engines' and the services' units (vLLM's relative "
+        "paths, such as a recipe's `--chat-template`, resolve here).", scope="host", default=DATA_ROOT,
+        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
+    Var("uv_hf_cache", "str", "uv runtime: `HF_HOME` of the engines' units, shared by the uv deployments on the "
+        "host (owned by the service user).", scope="host", default=HF_CACHE_ROOT, pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
+    Var("uv_user_home", "str", "uv runtime: home of the service user the units run as, writable by them (vLLM, "
+        "torch and triton keep their caches in `~/.cache`).", scope="host", default=SERVICE_HOME,
+        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
+    Var("services_root", "str", "Root of the cluster services' venvs (vllm-router, Mooncake): "
+        "`DEPLOYMENT/services`.", scope="host", default=VENV_ROOT, pattern=ABS_PATH_RE,
+        pattern_hint=ABS_PATH_HINT, path="root"),
+    Var("services_user_home", "str", "Home of the service user the cluster services run as, writable by their "
+        "units (the same as `vllm_fleet_uv_user_home` when both run as one user).", scope="host",
+        default=SERVICE_HOME, pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
     Var("docker_security_opts", "list", "Docker security options, merged with the accelerator's (ROCm: "
         "`vllm_fleet_rocm_security_opts`); `no-new-privileges`: no process in the container gains privileges.",
         scope="host", default=["no-new-privileges"], pattern=SECURITY_OPT_RE,
@@ -437,6 +456,21 @@ INTERNAL = frozenset({"vllm_fleet_gpu", "vllm_fleet_plan", "vllm_fleet_processes
 # vllm_fleet_services and teardown pass it from their own variables. Never a fact, so an
 # inventory that sets one is refused (naming the variables an operator sets instead).
 INTERNAL_PREFIXES = {"vllm_fleet_systemd_": "the runtime's own variables (vllm_fleet_uv_*, vllm_fleet_services_*)"}
+
+
+# Variables an older vllm-fleet read and this one does not: a value set is refused, saying where the
+# thing lives now (the systemd runtimes write every unit and env file to the one place the plan's
+# layout names, so two runtimes can no longer disagree about it)
+RETIRED: Dict[str, str] = {
+    "vllm_fleet_uv_env_dir": f"the units' env files live in {CONFIG_ROOT} (the plan's layout.env_dir, beside "
+                             "the deployments' config directories)",
+    "vllm_fleet_services_env_dir": f"the units' env files live in {CONFIG_ROOT} (the plan's layout.env_dir, beside "
+                                   "the deployments' config directories)",
+    "vllm_fleet_uv_unit_dir": f"the units are written to {UNIT_DIR} (the plan's layout.unit_dir)",
+    "vllm_fleet_services_unit_dir": f"the units are written to {UNIT_DIR} (the plan's layout.unit_dir)",
+    "vllm_fleet_services_state_dir": "the services' units run in vllm_fleet_uv_state_dir, like the engines' "
+                                     "(the plan's layout.workdir)",
+}
 
 
 # each role's check of the plan it is handed (vllm_fleet_<role>_plan_checked, its vars/main.yml)

@@ -182,6 +182,7 @@ UNIT_PLAY = """\
   vars:
     vllm_fleet_systemd_config_bind: ""
     vllm_fleet_plan: {recipe: org/model, deployment: dep}
+    vllm_fleet_systemd_writable_paths: [/var/lib/vllm-fleet/home]
   tasks:
     - name: Render one unit per process
       ansible.builtin.template:
@@ -202,9 +203,11 @@ UNIT_PLAY = """\
 def _unit_processes():
     """Two uv engines (one on a port below 1024) and a plain router (a service), each with the
     finished unit the planner gives it (runtimespec.systemd_run)."""
+    from vllm_fleet.layout import host_layout
     from vllm_fleet.runtimespec import systemd_run
 
-    layout = {"services_venv": "/opt/services", "hf_cache_shared": "/var/lib/hf"}
+    layout = dict(host_layout({"vllm_fleet_uv_state_dir": "/srv/work"}), services_venv="/opt/services",
+                  hf_cache_shared="/var/lib/hf")
     procs = [
         {"name": "plain", "kind": "vllm", "runtime": "uv", "argv": ["vllm", "serve", "m", "--port", "8000"],
          "env": {"B": "2", "A": "3"}, "unit": {"groups": ["render"], "env": {"A": "1", "C": "4"}}, "hash": "h1"},
@@ -245,6 +248,8 @@ def test_unit_file_grants_the_capability_only_when_planned(tmp_path):
         "EnvironmentFile=/etc/vllm-fleet/router.env", "EnvironmentFile=/etc/vllm-fleet/router.workers"]
     assert not any("http://a:" in line for line in router)
     assert "EnvironmentFile=/etc/vllm-fleet/plain.env" in plain and ".workers" not in plain
+    # the paths are the finished unit's (the host's layout): working directory, the hidden env dir
+    assert "WorkingDirectory=/srv/work" in router and "TemporaryFileSystem=/etc/vllm-fleet:ro" in router
     # the env file: the unit block's env under the process's own (its value wins, in the block's
     # place), then the fixed env (a uv engine's HF_HOME); a service's PATH with its venv first
     env = [line for line in (tmp_path / "plain.env").read_text().splitlines() if not line.startswith("#")]

@@ -48,15 +48,34 @@ def test_the_systemd_roles_parameters_are_refused_in_an_inventory(action):
 def test_path_tunables_come_from_the_roles_argument_specs(action):
     specs, declared = action.role_declarations(str(ROOT / "roles"))
     kinds = action.path_tunables(specs)
-    assert kinds["vllm_fleet_uv_root"] == "root" and kinds["vllm_fleet_uv_state_dir"] == "root"
-    assert kinds["vllm_fleet_uv_unit_dir"] == "dir" and kinds["vllm_fleet_uv_writable_paths"] == "dir"
+    assert kinds["vllm_fleet_uv_writable_paths"] == "dir" and kinds["vllm_fleet_services_wheelhouse"] == "dir"
     assert "vllm_fleet_drain_tasks" not in kinds          # a task file on the controller
+    # the roots the layout is made of are the contract's own (variables.py), not a role's
+    assert not {"vllm_fleet_uv_root", "vllm_fleet_uv_state_dir", "vllm_fleet_uv_hf_cache", "vllm_fleet_uv_user_home",
+                "vllm_fleet_services_root", "vllm_fleet_services_user_home"} & set(specs)
     bad = contract.check("h1", {"vllm_fleet_uv_root": "/etc", "vllm_fleet_uv_writable_paths": ["/srv/x", "/"]},
                          declared, kinds)[1]
-    assert any(p.startswith("h1: vllm_fleet_uv_root: '/etc' is a system directory") for p in bad)
+    assert any(p.startswith("h1: vllm_fleet_uv_root: '/etc' is a system directory") for p in bad), bad
     assert any(p.startswith("h1: vllm_fleet_uv_writable_paths[1]: ") for p in bad)
-    assert not contract.check("h1", {"vllm_fleet_uv_root": "/opt/vf", "vllm_fleet_uv_unit_dir": "/etc/systemd/system"},
+    assert not contract.check("h1", {"vllm_fleet_uv_root": "/opt/vf", "vllm_fleet_uv_user_home": "/srv/vf-home"},
                               declared, kinds)[1]
+
+
+def test_retired_path_variables_are_refused_naming_where_the_files_live(action):
+    """The unit and env directories are the layout's alone now: an inventory that still sets one
+    of the old per-runtime variables is refused (not silently ignored), saying where they are."""
+    _, declared = action.role_declarations(str(ROOT / "roles"))
+    values, found = contract.check("h1", {"vllm_fleet_uv_env_dir": "/srv/env", "vllm_fleet_services_unit_dir": "/srv/u",
+                                          "vllm_fleet_services_state_dir": "/srv/w", "vllm_fleet_uv_unit_dir": None},
+                                   declared)
+    assert values == {}
+    assert sorted(p.split(": ")[:2] for p in found) == [["h1", "vllm_fleet_services_state_dir"],
+                                                        ["h1", "vllm_fleet_services_unit_dir"],
+                                                        ["h1", "vllm_fleet_uv_env_dir"]], found
+    by = {p.split(": ")[1]: p for p in found}
+    assert "no longer a setting" in by["vllm_fleet_uv_env_dir"] and "/etc/vllm-fleet" in by["vllm_fleet_uv_env_dir"]
+    assert "/etc/systemd/system" in by["vllm_fleet_services_unit_dir"]
+    assert "vllm_fleet_uv_state_dir" in by["vllm_fleet_services_state_dir"]
 
 
 def test_the_cli_knows_the_role_options_the_action_reads(monkeypatch):

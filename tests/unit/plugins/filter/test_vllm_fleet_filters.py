@@ -18,12 +18,6 @@ def test_systemd_exec_quotes_and_escapes():
         'vllm serve m --x "{\\"a\\": 1}" 50%% "$$HOME"'
 
 
-def test_flag_values_both_forms():
-    argv = ["vllm", "serve", "m", "--chat-template", "examples/a.jinja", "--x", "1", "--chat-template=/t.jinja"]
-    assert filters.flag_values(argv, "--chat-template") == ["examples/a.jinja", "/t.jinja"]
-    assert filters.flag_values(argv, "--port") == []
-
-
 def test_process_line_names_the_gpu_set_and_port_of_each_process():
     replica = {"name": "vllm-fleet-seed-r3", "gpus": [3], "port": 8003, "serves_http": True,
                "argv": ["vllm", "serve", "m", "--port", "8003"]}

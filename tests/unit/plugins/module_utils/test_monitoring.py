@@ -82,6 +82,12 @@ def test_files_summary_and_prometheus_config():
     assert [f["name"] for f in files] == ["vllm-fleet-vllm.json", "vllm-fleet-router.json", "vllm-fleet-mooncake.json"]
     assert files[1]["groups"] == []      # written empty: Prometheus drops targets that are gone
     assert monitoring.summary(found) == "scrape targets: 1 vllm, 0 router, 0 mooncake"
+    where = monitoring.paths("/etc/prometheus/vllm-fleet")
+    assert where["targets"] == {f["job"]: f"/etc/prometheus/vllm-fleet/{f['name']}" for f in files}
+    assert (where["part"], where["config"]) == ("/etc/prometheus/vllm-fleet/prometheus-vllm-fleet.yml",
+                                                "/etc/prometheus/vllm-fleet/prometheus.yml")
+    assert where["dropin"] == "/etc/systemd/system/prometheus.service.d/vllm-fleet.conf"
+    assert where["dashboard"].endswith("/" + monitoring.DASHBOARD) and monitoring.paths("/m/")["dir"] == "/m"
     config = monitoring.prometheus_config("/etc/prometheus/vllm-fleet")
     assert config["rule_files"] == ["/etc/prometheus/vllm-fleet/vllm-fleet-rules.yml"]
     assert [j["file_sd_configs"][0]["files"] for j in config["scrape_configs"]] == [

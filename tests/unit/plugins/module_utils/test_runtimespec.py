@@ -16,6 +16,7 @@ import yaml
 
 from vllm_fleet import runtimespec
 from vllm_fleet.hostplan import PlannedProcess
+from vllm_fleet.layout import deployment_layout, host_layout
 
 ROOT = Path(__file__).resolve().parents[4]
 BIN = Path(sys.executable).parent
@@ -172,9 +173,34 @@ def test_a_uv_engine_carries_its_finished_unit_and_a_recorded_one_without_it_get
     assert run["fixed_env"] == {"HF_HOME": plan["layout"]["hf_cache_shared"]}
     assert run["groups"] == proc["unit"]["groups"]
     assert "hf_unit_dummy_token" not in json.dumps(run)       # secrets: names in secret_env, values never
+    # its files, working directory, home and hidden env dir: the host's layout (no role composes them)
+    name = proc["name"]
+    assert run["files"] == {"unit": f"/etc/systemd/system/{name}.service", "env": f"/etc/vllm-fleet/{name}.env",
+                            "workers": f"/etc/vllm-fleet/{name}.workers"}
+    assert (run["workdir"], run["home"], run["hidden"]) == ("/var/lib/vllm-fleet", "/var/lib/vllm-fleet/home",
+                                                            "/etc/vllm-fleet")
+    assert run["requires"] == []
+    assert plan["venv"]["interpreter"] == plan["venv"]["path"] + "/bin/python"
+    assert plan["venv"]["vllm"] == run["exec_start"][0]
     recorded = copy.deepcopy(plan)
     del recorded["processes"][0]["systemd_run"]
     assert runtimespec.finish_plan(recorded, {})["processes"][0]["systemd_run"] == run
+    # a record of the release before: a finished unit without its paths, a layout without the unit
+    # and env dirs and homes, a venv without its commands, no accelerator_setup (an older one still):
+    # today's plan of the host fills in what is missing, and keeps what was recorded
+    older = copy.deepcopy(plan)
+    for key in ("files", "workdir", "home", "hidden", "requires"):
+        del older["processes"][0]["systemd_run"][key]
+    older["processes"][0]["systemd_run"]["env"] = {"AS": "recorded"}
+    for key in ("env_dir", "unit_dir", "uv_home", "services_home"):
+        del older["layout"][key]
+    for key in ("interpreter", "vllm"):
+        del older["venv"][key]
+    del older["accelerator_setup"]
+    finished = runtimespec.finish_plan(older, {}, plan)
+    assert finished["processes"][0]["systemd_run"] == dict(run, env={"AS": "recorded"})
+    assert finished["layout"] == plan["layout"] and finished["venv"] == plan["venv"]
+    assert finished["accelerator_setup"] == plan["accelerator_setup"]
     # not hashed: the plan's hash is that of the same plan without it
     other = planned(tmp_path, vllm_fleet_runtime="uv", vllm_fleet_vllm_version="0.32.0",
                     vllm_fleet_cpu_env={"ONEDNN_VERBOSE": "0", "VLLM_NO_USAGE_STATS": "0"}, vllm_fleet_uv_root="/srv/uv")
@@ -183,7 +209,7 @@ def test_a_uv_engine_carries_its_finished_unit_and_a_recorded_one_without_it_get
 
 
 def test_a_service_and_an_absolute_command_resolve_as_the_unit_runs_them():
-    layout = {"services_venv": "/opt/vllm-fleet/d/services", "hf_cache_shared": "/var/lib/vllm-fleet/hf-cache"}
+    layout = deployment_layout(host_layout({"vllm_fleet_services_user_home": "/srv/svc-home"}), "d")
     router = {"name": "r", "runtime": "service", "env": {"RUST_LOG": "info"},
               "argv": ["vllm-router", "--port", "9000", "--worker-urls", "http://a:1", "--policy", "round_robin"],
               "membership": {"flag": "--worker-urls", "env": "W", "urls": ["http://a:1"],
@@ -193,6 +219,21 @@ def test_a_service_and_an_absolute_command_resolve_as_the_unit_runs_them():
     assert run["exec_start"] == ["/opt/vllm-fleet/d/services/bin/vllm-router", "--port", "9000", "--policy", "round_robin"]
     assert run["env"] == {"PATH": "/opt/vllm-fleet/d/services/bin:" + runtimespec.SERVICE_PATH, "RUST_LOG": "info"}
     assert run["fixed_env"] == {} and run["groups"] == []
+    assert run["home"] == "/srv/svc-home" and run["files"]["workers"] == "/etc/vllm-fleet/r.workers"
     engine = {"name": "e", "runtime": "uv", "env": {}, "argv": ["/usr/bin/python3", "-m", "x"]}
     run = runtimespec.systemd_run(engine, layout, "/v", {"groups": ["render"], "env": {"A": "1"}})
     assert run["exec_start"] == ["/usr/bin/python3", "-m", "x"] and run["groups"] == ["render"] and run["env"] == {"A": "1"}
+
+
+def test_a_chat_template_named_relative_to_the_working_directory_is_required_there():
+    """A recipe's --chat-template relative to the official image's /vllm-workspace: the uv unit
+    runs in the layout's workdir, so the finished unit lists the file there (preflight stats it);
+    absolute paths and inline templates are not files to look for."""
+    layout = deployment_layout(host_layout({"vllm_fleet_uv_state_dir": "/srv/work"}), "d")
+    engine = {"name": "e", "runtime": "uv", "env": {},
+              "argv": ["vllm", "serve", "m", "--chat-template", "examples/tool_chat_template_x.jinja",
+                       "--chat-template=/abs/t.jinja", "--chat_template", "{{ messages }}.jinja"]}
+    run = runtimespec.systemd_run(engine, layout, "/v", {})
+    assert run["requires"] == ["/srv/work/examples/tool_chat_template_x.jinja"]
+    service = dict(engine, runtime="service")
+    assert runtimespec.systemd_run(service, layout, None, None)["requires"] == []

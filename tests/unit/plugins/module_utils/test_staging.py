@@ -168,7 +168,19 @@ def test_fleet_schedule_groups_hosts_by_snapshot_and_leaves_path_sources_to_the_
     assert snap["hosts"] == ["a", "b"] and snap["controller_dir"] == "/cache/o--m--v1"
     assert snap["controller_manifest"] == "/cache/o--m--v1.manifest.json"
     assert doc["checked"] == {"d": "/nfs/m"} and doc["rounds"] == 2
-    assert doc["hosts"]["a"]["send"] == {"1": [{"key": "o--m--v1", "to": "b"}]}
+    # the rsync endpoints are the schedule's: the snapshot's contents on the controller and on a
+    # holder, a receiver's directory below the store its per-run key is restricted to
+    assert doc["hosts"]["a"]["send"] == {"1": [{"key": "o--m--v1", "to": "b", "dest": "root@b:o--m--v1/"}]}
+    assert (snap["controller_src"], snap["src"]) == ("/cache/o--m--v1/", "/s/o--m--v1/")
+    assert doc["trust"] == {"dir": "/run/vllm-fleet-stage", "key": "/run/vllm-fleet-stage/key",
+                            "known_hosts": "/run/vllm-fleet-stage/known_hosts"}
+    assert doc["ssh"][0] == "-e" and doc["ssh"][1].split() == [
+        "ssh", "-i", "/run/vllm-fleet-stage/key", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes", "-o",
+        "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/run/vllm-fleet-stage/known_hosts", "-o",
+        "GlobalKnownHostsFile=/dev/null"]
+    assert doc["seed_python"] == doc["seed_venv"] + "/bin/python"
+    at = staging.fleet_schedule({"a": block, "b": block}, "/cache", addresses={"a": "10.0.0.1", "b": "10.0.0.2"})
+    assert at["hosts"]["a"]["send"]["1"][0]["dest"] == "root@10.0.0.2:o--m--v1/"
     with pytest.raises(ValueError, match="b: stages o--m--v1 at /t/o--m--v1"):
         staging.fleet_schedule({"a": block, "b": dict(block, dir="/t/o--m--v1")}, "/cache")
 
