@@ -44,7 +44,7 @@ def batch_failed_share(hostvars, hosts) -> float:
     for host in hosts:
         facts = hostvars[host] if host in hostvars else {}
         plan = facts.get("vllm_fleet_plan") or {}
-        key = (plan.get("deployment"), plan.get("unit"))
+        key = (plan.get("deployment"), plan.get("instance_name"))
         instances.add(key)
         if facts.get("vllm_fleet_outcome") in FAILED_OUTCOMES or facts.get("vllm_fleet_deploy_failure"):
             failed.add(key)
@@ -100,7 +100,7 @@ def rollback_target(hostvars, hosts, deployment, wanted, var="vllm_fleet_rollbac
 def status_processes(recorded, plan=None) -> list:
     """What status.yml reports on a host: every process of every deployment the host recorded
     (its current revision), and today's planned processes of a deployment it never recorded.
-    Each: deployment, revision (None: never deployed), recipe, unit (the host's instance), the
+    Each: deployment, revision (None: never deployed), recipe, instance_name (the host's instance), the
     process, and ``inventory``:
     ``current`` (today's plan is what runs), ``changed`` (deploy.yml would change it),
     ``orphan`` (no longer in the inventory) or ``not deployed``."""
@@ -115,10 +115,10 @@ def status_processes(recorded, plan=None) -> list:
             inventory = "current" if record.get("hash") == (plan or {}).get("hash") else "changed"
         for proc in rplan.get("processes") or []:
             out.append({"deployment": name, "revision": entry.get("current"), "recipe": rplan.get("recipe"),
-                        "unit": rplan.get("unit"), "process": proc, "inventory": inventory})
+                        "instance_name": rplan.get("instance_name"), "process": proc, "inventory": inventory})
     if today and today not in (recorded or {}):
         for proc in plan.get("processes") or []:
-            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "unit": plan.get("unit"),
+            out.append({"deployment": today, "revision": None, "recipe": plan.get("recipe"), "instance_name": plan.get("instance_name"),
                         "process": proc, "inventory": "not deployed"})
     return out
 
@@ -185,9 +185,9 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
     for host in hosts:
         facts = hostvars[host] if host in hostvars else {}
         plan = facts.get("vllm_fleet_plan") or {}
-        if plan.get("batch") is None or plan.get("unit") is None:
+        if plan.get("batch") is None or plan.get("instance_name") is None:
             continue   # no engine here (router, services only, or nothing to deploy)
-        key = (str(plan["deployment"]), str(plan["unit"]))
+        key = (str(plan["deployment"]), str(plan["instance_name"]))
         inst = instances.setdefault(key, {"outcomes": [], "out": [], "back": [], "restore": [], "new": False,
                                           "lost": False, "drain": []})
         inst["drain"] += [r for r in (facts.get("vllm_fleet_drain_report") or {}).values() if isinstance(r, Mapping)]
@@ -203,7 +203,7 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
         if facts.get("vllm_fleet_restore_at") not in (None, ""):
             inst["restore"].append(float(facts["vllm_fleet_restore_at"]))
     out = {}
-    for (deployment, unit), inst in sorted(instances.items()):
+    for (deployment, name), inst in sorted(instances.items()):
         dep = out.setdefault(deployment, {"instances": 0, "outcomes": {}, "new": 0, "serving_before": 0,
                                           "floor": None, "downtime": {}, "restored": {}, "drained": {},
                                           "_intervals": []})
@@ -215,17 +215,17 @@ def rollout_report(hostvars, hosts, alive=None) -> dict:
             continue
         dep["serving_before"] += 1
         if inst["drain"]:
-            dep["drained"][unit] = _drain_summary(inst["drain"])
+            dep["drained"][name] = _drain_summary(inst["drain"])
         if inst["lost"]:
             dep["_intervals"].append((float("-inf"), float("inf")))
-            dep["downtime"][unit] = None
+            dep["downtime"][name] = None
         elif inst["out"]:
             start = min(inst["out"])
             back = None if None in inst["back"] else max(inst["back"])
             dep["_intervals"].append((start, float("inf") if back is None else back))
-            dep["downtime"][unit] = None if back is None else round(back - start, 1)
+            dep["downtime"][name] = None if back is None else round(back - start, 1)
             if outcome == "rolled back" and back is not None and inst["restore"]:
-                dep["restored"][unit] = round(back - min(inst["restore"]), 1)
+                dep["restored"][name] = round(back - min(inst["restore"]), 1)
     for dep in out.values():
         events = sorted([(s, 1) for s, _ in dep["_intervals"]] + [(e, -1) for _, e in dep["_intervals"]],
                         key=lambda ev: (ev[0], ev[1]))   # an end before a start at the same time

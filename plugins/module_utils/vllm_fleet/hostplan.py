@@ -151,7 +151,7 @@ class HostPlan:
     min_vllm_version: Optional[str] = _doc("oldest vLLM the recipe supports")
     vllm_version: Optional[str] = _doc("the pinned vLLM version (vllm_fleet_vllm_version)")
     instance: Optional[int] = _doc("the engine instance this host belongs to (None: no engine)")
-    unit: Optional[str] = _doc("its failure/rollout unit: i<N>, or pd for a P/D cluster")
+    instance_name: Optional[str] = _doc("its instance's name (what fails and rolls as one): i<N>, or pd for a P/D cluster")
     instance_hosts: List[str] = _doc("the hosts of that instance (in rank order)")
     head: str = _doc("the instance's rank-0 host")
     node_rank: int = _doc("node rank of this host inside its instance (0: head)")

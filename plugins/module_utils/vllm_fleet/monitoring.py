@@ -44,7 +44,7 @@ def _hostport(address: str, port: Any) -> str:
 
 def _labels(host: str, plan: Mapping[str, Any], proc: Mapping[str, Any]) -> Dict[str, str]:
     labels = {"deployment": plan.get("deployment"), "instance": f"{host}/{proc.get('name')}",
-              "unit": plan.get("unit"), "replica": proc.get("replica"), "rank": proc.get("rank"),
+              "instance_name": plan.get("instance_name"), "replica": proc.get("replica"), "rank": proc.get("rank"),
               "role": proc.get("role"), "host": host, "kind": proc.get("kind")}
     return {k: str(v) for k, v in labels.items() if v is not None}
 

@@ -173,7 +173,7 @@ def limit_cuts(plans: Mapping[str, Mapping[str, Any]], limited: Sequence[str]) -
         entry = plans[name]
         missing = [h for h in entry.get("instance_hosts") or [] if h not in inside]
         if missing:
-            problems.append(f"{name}: vllm_fleet_instance: the limit cuts instance {entry.get('unit')} of deployment "
+            problems.append(f"{name}: vllm_fleet_instance: the limit cuts instance {entry.get('instance_name')} of deployment "
                             f"{entry['deployment']!r}: {', '.join(missing)} outside it; an instance changes whole "
                             f"(add its hosts to the limit: -l {','.join(entry['instance_hosts'])})")
         why = ("a P/D cluster" if entry.get("deploy_type") == "pd_cluster" else
@@ -365,7 +365,7 @@ def _check_reachable(dep: "Deployment", out: Dict[str, HostPlan]) -> None:
 def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, Any]] = None) -> Dict[str, Dict[str, Any]]:
     """Each host's plan (as the dicts the playbooks read), from the placed slots."""
     req, profile = dep.req, dep.profile
-    units = sorted({s.unit_index for s in slots if s.unit_index is not None})
+    units = sorted({s.instance_index for s in slots if s.instance_index is not None})
     batch_of = rollout_batches(len(units), dep.settings.get("rollout_batch"))
     by_host: Dict[str, List[Slot]] = {}
     for slot in slots:
@@ -390,7 +390,7 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
         entry = HostPlan(
             deployment=dep.name, recipe=req.hf_id, variant=req.variant, hardware=req.hardware,
             strategy=req.strategy, kv_offload=req.kv_offload, deploy_type=dep.deploy_type,
-            node_count=len(engine.unit_hosts) if engine and engine.unit != "pd" else 1,
+            node_count=len(engine.instance_hosts) if engine and engine.instance_name != "pd" else 1,
             features=req.features, runtime=dep.runtime if engine is not None else "service",
             accelerator=accelerator_name, brand=profile.get("brand"), gpu_count=gpus,
             vram_gb_per_gpu=(profile.get("vram_gb") or 0) / gpus,
@@ -398,12 +398,12 @@ def _host_plans(dep: Deployment, slots: List[Slot], stage: Optional[Dict[str, An
             min_vllm_version=dep.variant.get("min_vllm_version") or
             as_map(dep.recipe.get("model")).get("min_vllm_version"),
             vllm_version=first.version,
-            instance=engine.unit_index if engine is not None else None,
-            unit=engine.unit if engine is not None else None,
-            instance_hosts=engine.unit_hosts if engine is not None else [host_name],
+            instance=engine.instance_index if engine is not None else None,
+            instance_name=engine.instance_name if engine is not None else None,
+            instance_hosts=engine.instance_hosts if engine is not None else [host_name],
             head=engine.head.name if engine is not None else host_name,
             node_rank=engine.rank if engine is not None else 0,
-            batch=batch_of[units.index(engine.unit_index)] if engine is not None else None,
+            batch=batch_of[units.index(engine.instance_index)] if engine is not None else None,
             max_fail_percentage=int(dep.settings.get("max_fail_percentage") or 0),
             phases=sorted({s.phase for s in mine}, key=("services", "engine", "router").index),
             command="\n".join(vllm_shell(p.argv) if p.kind in ("vllm", "omni") else " ".join(p.argv)

@@ -156,9 +156,9 @@ class Slot:
     host: HostInput
     proc: Process
     phase: str                      # services | engine | router (the order they start in)
-    unit: Optional[str]             # engine failure/rollout unit ("i0", "pd"); None for services
-    unit_index: Optional[int]
-    unit_hosts: List[str]
+    instance_name: Optional[str]    # the engine's instance: it fails and rolls as one ("i0", "pd"); None for services
+    instance_index: Optional[int]
+    instance_hosts: List[str]
     head: HostInput
     rank: int
     values: Dict[str, str]          # placeholder values for this process

@@ -134,12 +134,12 @@ def _engine_process(dep: Deployment, slot: Slot, files: Dict[str, Dict[str, Any]
         env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(gpu_ranges(rank) for rank in slot.cpus)
     have = int(host.gpu.get("count") or 0)
     if host.fit_layout and have and host.gpu.get("brand") in ("nvidia", "amd") and dep.deploy_type != "pd_cluster":
-        need = gpus_per_node(argv, len(slot.unit_hosts))
+        need = gpus_per_node(argv, len(slot.instance_hosts))
         usable = len(gpus) if gpus is not None else have
         if need > usable:
             given = f"vllm_fleet_gpus gives it {usable}" if gpus is not None else f"the host has {have}"
             problems.append(f"{host.name}: vllm_fleet_extra_args: the command needs {need} GPUs per node "
-                            f"(tensor x pipeline x data parallel over {len(slot.unit_hosts)} node(s)) but "
+                            f"(tensor x pipeline x data parallel over {len(slot.instance_hosts)} node(s)) but "
                             f"{given}; lower the parallel sizes or choose another "
                             f"vllm_fleet_variant / vllm_fleet_strategy / vllm_fleet_nodes")
     devices = None

@@ -57,6 +57,10 @@ def todays_plan(plan):
         names = {env for proc in plan.get("processes") or [] for env in proc.get("secret_env") or []} | \
             {cred.get("secret") for proc in plan.get("processes") or [] for cred in proc.get("credentials") or []}
         plan["secret_vars"] = {env: BY_ENV[env].var for env in sorted(n for n in names if n in BY_ENV)}
+    # recorded before the instance had a word of its own: it was ``unit``, which now means a
+    # systemd unit only (a process's ``unit`` block is one)
+    if isinstance(plan.get("unit"), str) and "instance_name" not in plan:
+        plan["instance_name"] = plan.pop("unit")
     # recorded before the plan carried the drain's bound: what the drain role's default was
     plan.setdefault("drain_timeout", DEFAULT_DRAIN_TIMEOUT)
     # recorded before the plan named the uv engines' venv: the one the uv role computed then, with

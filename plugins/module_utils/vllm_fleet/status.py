@@ -52,7 +52,7 @@ def row(host: str, proc: Mapping[str, Any], state: Mapping[str, Any], health: Ma
         serving, word = deployed and state.get("state") == "running", "-"
     load = (health.get("load") or {}) if asked else {}
     return {
-        "host": host, "deployment": proc.get("deployment"), "instance": proc.get("unit"),
+        "host": host, "deployment": proc.get("deployment"), "instance": proc.get("instance_name"),
         "replica": p.get("replica"), "rank": p.get("rank"), "phase": p.get("phase"),
         "rev": proc.get("revision") if deployed else "-", "recipe": proc.get("recipe"),
         "process": p.get("name"), "role": p.get("role"), "runtime": p.get("runtime"),

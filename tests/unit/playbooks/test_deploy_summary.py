@@ -39,14 +39,14 @@ HOSTS = {
     "c1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False,
            "vllm_fleet_deploy_failure": "Health gate: vllm-fleet-tiny is not running (exited)"},
     "d1": {"vllm_fleet_plan": plan("tiny", "uv", 8002, "tiny"), "vllm_fleet_current": False},
-    "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0, "unit": "i0"}, "vllm_fleet_current": False,
+    "r1": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 0, "instance_name": "i0"}, "vllm_fleet_current": False,
            "vllm_fleet_out_at": 1796140000.25, "vllm_fleet_back_at": 1796140061.5, "vllm_fleet_restore_at": 1796140020.0,
            "vllm_fleet_outcome": "rolled back", "vllm_fleet_outcome_detail": "failed node(s): ['r1']",
            # the drain role's report (vllm_fleet.serving.drain_outcome): 2 requests left to the graceful stop
            "vllm_fleet_drain_report": {"vllm-fleet-big": {"seconds": 120.4, "read": True, "left": 2.0,
                                                           "graceful": True, "text": "2 request(s) still in flight"}},
            "vllm_fleet_deploy_failure": "Health gate: /health did not answer 200 within 900 s"},
-    "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1, "unit": "i1"}, "vllm_fleet_current": False,
+    "r2": {"vllm_fleet_plan": {**plan("big", "docker"), "batch": 1, "instance_name": "i1"}, "vllm_fleet_current": False,
            "vllm_fleet_rollout_stopped": True},
     "n1": {},   # deploys nothing
 }
@@ -123,7 +123,7 @@ def test_rollout_play_never_names_a_missing_group():
 
 
 def test_summary_of_a_big_rollout_gives_median_and_max_and_names_who_is_not_back(tmp_path):
-    hosts = {f"e{i}": {"vllm_fleet_plan": {**plan("wide", "docker"), "batch": 0 if i == 0 else 1 + i // 3, "unit": f"i{i}"},
+    hosts = {f"e{i}": {"vllm_fleet_plan": {**plan("wide", "docker"), "batch": 0 if i == 0 else 1 + i // 3, "instance_name": f"i{i}"},
                        "vllm_fleet_current": False, "vllm_fleet_outcome": "updated",
                        "vllm_fleet_out_at": 100.0 * i, "vllm_fleet_back_at": 100.0 * i + 40 + i}
              for i in range(6)}

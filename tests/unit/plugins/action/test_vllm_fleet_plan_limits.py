@@ -113,7 +113,7 @@ def test_limited_hosts_keep_their_unlimited_plans(runs):
     for host in plans:
         assert plans[host] == full[host], host          # names, ranks, instance, ports, hash
     assert [p["name"] for p in plans["s2"]["processes"]] == [p["name"] for p in full["s2"]["processes"]]
-    assert plans["s2"]["unit"] == "i1" and plans["m1"]["instance_hosts"] == ["m1", "m2"]
+    assert plans["s2"]["instance_name"] == "i1" and plans["m1"]["instance_hosts"] == ["m1", "m2"]
     _assert_no_crash(limited)
 
 
@@ -174,7 +174,7 @@ def test_outside_hosts_take_their_deployments_detected_hardware(tmp_path):
     one = _play(tmp_path / "one", inventory, "-l", "r2")
     assert one.rc == 0, one.out[-3000:]
     plan = _plans(one)["r2"]
-    assert plan["unit"] == "i1" and plan["hardware"] == "h200", plan["unit"]
+    assert plan["instance_name"] == "i1" and plan["hardware"] == "h200", plan["instance_name"]
 
 
 def test_outside_hosts_named_only_by_their_facts_are_not_guessed(tmp_path):

@@ -85,7 +85,7 @@ def test_status_processes_come_from_the_records_and_name_drift_and_orphans():
 
 
 def _engine(unit, batch, **facts):
-    return {"vllm_fleet_plan": {"deployment": "roll", "unit": unit, "batch": batch}, **facts}
+    return {"vllm_fleet_plan": {"deployment": "roll", "instance_name": unit, "batch": batch}, **facts}
 
 
 def test_rollout_report_floor_and_downtime_from_the_measured_times():
@@ -95,7 +95,7 @@ def test_rollout_report_floor_and_downtime_from_the_measured_times():
         "b": _engine("i1", 1, vllm_fleet_outcome="updated", vllm_fleet_out_at="50.0", vllm_fleet_back_at="80.0"),
         "c": _engine("i2", 1, vllm_fleet_outcome="updated", vllm_fleet_out_at=55.0, vllm_fleet_back_at=90.25),
         "d": _engine("i3", 1, vllm_fleet_current=True),
-        "r": {"vllm_fleet_plan": {"deployment": "roll", "unit": None, "batch": None}},   # the router
+        "r": {"vllm_fleet_plan": {"deployment": "roll", "instance_name": None, "batch": None}},   # the router
         "n": {},
     }
     dep = filters.rollout_report(hostvars, list(hostvars))["roll"]

@@ -211,3 +211,15 @@ def test_a_record_from_before_the_venv_gets_the_one_the_role_computed():
                                                               sys.executable, ["p"], ["x<0"])
     docker = dict(old, processes=[dict(old["processes"][0], runtime="docker")])
     assert "venv" not in records.todays_plan(docker)
+
+
+def test_a_record_from_before_instance_name_reads_back_under_it():
+    """Plans recorded before the instance had a word of its own called it ``unit`` (now a systemd
+    unit only): the reader gives it its name; a process's ``unit`` block stays what it is."""
+    from vllm_fleet import records
+    old = {"deployment": "m1", "unit": "i1", "batch": 0,
+           "processes": [{"name": "e", "runtime": "uv", "unit": {"groups": ["render"], "env": {}}}]}
+    read = records.todays_plan(old)
+    assert read["instance_name"] == "i1" and "unit" not in read
+    assert read["processes"][0]["unit"] == {"groups": ["render"], "env": {}}
+    assert records.todays_plan({"deployment": "m1", "instance_name": "i0"})["instance_name"] == "i0"

@@ -52,7 +52,7 @@ def server(name, port=8000, bind=None, kind="vllm", argv=None, **extra):
 
 
 def test_loopback_servers_are_scraped_locally_or_named_as_unreachable():
-    plans = {"a": {"deployment": "d", "unit": "i0", "address": "10.0.0.1",
+    plans = {"a": {"deployment": "d", "instance_name": "i0", "address": "10.0.0.1",
                    "processes": [server("p-lo", bind="127.0.0.1"), server("p-any", 8001),
                                  server("p-ip", 8002, bind="10.0.0.7"), server("p-v6", 8003, bind="::1")]}}
     elsewhere = monitoring.targets(plans)

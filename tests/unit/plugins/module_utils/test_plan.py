@@ -339,7 +339,7 @@ def test_mooncake_centralized_services_configs_and_router(cat):
     assert router["argv"][:6] == ["vllm-router", "--policy", "cache_aware", "--worker-urls",
                                   "http://10.0.1.1:8000", "http://10.0.1.2:8000"]
     assert flag(router["argv"], "--port") == "30080" and m["phases"] == ["services", "router"]
-    assert (a["unit"], b["unit"], a["instance_hosts"]) == ("i0", "i1", ["a"])
+    assert (a["instance_name"], b["instance_name"], a["instance_hosts"]) == ("i0", "i1", ["a"])
 
 
 def test_mooncake_defaults_and_errors(cat):

@@ -13,7 +13,7 @@ from vllm_fleet import serving, status
 
 def proc(name, phase="engine", unit="i0", replica=None, revision=3, inventory="current", role="single",
          runtime="docker", kind="vllm"):
-    return {"deployment": "rreal", "revision": revision, "recipe": "vllm-fleet-test/tiny-llama", "unit": unit,
+    return {"deployment": "rreal", "revision": revision, "recipe": "vllm-fleet-test/tiny-llama", "instance_name": unit,
             "inventory": inventory,
             "process": {"name": name, "phase": phase, "role": role, "runtime": runtime, "kind": kind,
                         "replica": replica, "rank": 0 if phase == "engine" else None, "version": "0.32.0",
