@@ -22,7 +22,7 @@ PLAY = """
   gather_facts: false
   tasks:
     - ansible.builtin.set_fact:
-        vllm_fleet_plan: {deployment: dsv3, unit: i0, runtime: docker, instance_hosts: [node-a, node-b]}
+        vllm_fleet_plan: {deployment: dsv3, instance_name: i0, runtime: docker, instance_hosts: [node-a, node-b]}
         vllm_fleet_docker_identity: "{{ identity }}"
     - ansible.builtin.include_role:
         name: vllm_fleet_preflight
