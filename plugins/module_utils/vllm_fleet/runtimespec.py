@@ -36,8 +36,6 @@ DOCKER_TUNABLES: Dict[str, Any] = {v.name[len("docker_"):]: (v.full, v.default) 
                                    if v.name.startswith("docker_")}
 
 _LABEL_OPT = re.compile(r"^label[=:]")
-# what a finished unit holds (systemd_run): a recorded one lacking any gets them (finish_plan)
-_SYSTEMD_KEYS = ("exec_start", "env", "fixed_env", "groups", "files", "workdir", "home", "hidden", "requires")
 # a chat template named relative to the working directory (not absolute, not inline Jinja)
 _RELATIVE_TEMPLATE = re.compile(r"^[^/{].*[.]jinja\Z")
 
@@ -189,7 +187,8 @@ def finish_plan(plan: Mapping[str, Any], tunables: Mapping[str, Any],
         if p.get("runtime") == "docker" and not p.get("docker_run"):
             p = dict(p, docker_run=docker_run(p, out["deployment"], out["recipe"], out["layout"],
                                               docker_tunables(tunables)))
-        elif p.get("runtime") in ("uv", "service") and not set(_SYSTEMD_KEYS) <= set(p.get("systemd_run") or {}):
+        elif p.get("runtime") in ("uv", "service"):
+            # what was recorded wins; what it lacks (all of it, or the entries added since) is made now
             p = dict(p, systemd_run=dict(systemd_run(p, out["layout"], venv, unit_default), **(p.get("systemd_run") or {})))
         processes.append(p)
     out["processes"] = processes

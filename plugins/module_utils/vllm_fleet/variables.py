@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from . import secret_table
-from .layout import CONFIG_ROOT, DATA_ROOT, HF_CACHE_ROOT, MODEL_STORE, NAME_RE, SERVICE_HOME, STATE_DIR, UNIT_DIR, VENV_ROOT
+from .layout import CONFIG_ROOT, HOST_TUNABLES, MODEL_STORE, NAME_RE, STATE_DIR, UNIT_DIR
 
 PREFIX = "vllm_fleet_"
 # Names the test harness gives its own hosts (tests/testbed, Molecule); never read by the bundle.
@@ -72,6 +72,14 @@ class Var:
     @property
     def full(self) -> str:
         return PREFIX + self.name
+
+
+def _host_root(name: str, meaning: str) -> Var:
+    """A host path the plan's layout is made of: its default is layout.HOST_TUNABLES' (the one
+    table the planner reads), checked by the host-path rule for a directory the bundle owns."""
+    default = {var: value for var, value in HOST_TUNABLES.values()}[PREFIX + name]
+    return Var(name, "str", meaning, scope="host", default=default, pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT,
+               path="root")
 
 
 _DEPLOYMENT = "deployment"
@@ -282,24 +290,18 @@ VARIABLES: Tuple[Var, ...] = (
         scope="host", pattern=ABS_PATH_RE,
         pattern_hint=ABS_PATH_HINT, path="root"),
     # --- the systemd runtimes' roots on a host (layout.host_layout: the plan's layout carries them)
-    Var("uv_root", "str", "uv runtime: root of the uv tool venv (`tools/`) and of the deployments' venvs "
-        "(`DEPLOYMENT/venv-ID`, one per package set).", scope="host", default=VENV_ROOT, pattern=ABS_PATH_RE,
-        pattern_hint=ABS_PATH_HINT, path="root"),
-    Var("uv_state_dir", "str", "Working directory of the uv engines' and the services' units (vLLM's relative "
-        "paths, such as a recipe's `--chat-template`, resolve here).", scope="host", default=DATA_ROOT,
-        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
-    Var("uv_hf_cache", "str", "uv runtime: `HF_HOME` of the engines' units, shared by the uv deployments on the "
-        "host (owned by the service user).", scope="host", default=HF_CACHE_ROOT, pattern=ABS_PATH_RE,
-        pattern_hint=ABS_PATH_HINT, path="root"),
-    Var("uv_user_home", "str", "uv runtime: home of the service user the units run as, writable by them (vLLM, "
-        "torch and triton keep their caches in `~/.cache`).", scope="host", default=SERVICE_HOME,
-        pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
-    Var("services_root", "str", "Root of the cluster services' venvs (vllm-router, Mooncake): "
-        "`DEPLOYMENT/services`.", scope="host", default=VENV_ROOT, pattern=ABS_PATH_RE,
-        pattern_hint=ABS_PATH_HINT, path="root"),
-    Var("services_user_home", "str", "Home of the service user the cluster services run as, writable by their "
-        "units (the same as `vllm_fleet_uv_user_home` when both run as one user).", scope="host",
-        default=SERVICE_HOME, pattern=ABS_PATH_RE, pattern_hint=ABS_PATH_HINT, path="root"),
+    _host_root("uv_root", "uv runtime: root of the uv tool venv (`tools/`) and of the deployments' venvs "
+               "(`DEPLOYMENT/venv-ID`, one per package set)."),
+    _host_root("uv_state_dir", "Working directory of the uv engines' and the services' units (vLLM's relative "
+               "paths, such as a recipe's `--chat-template`, resolve here)."),
+    _host_root("uv_hf_cache", "uv runtime: `HF_HOME` of the engines' units, shared by the uv deployments on the "
+               "host (owned by the service user)."),
+    _host_root("uv_user_home", "uv runtime: home of the service user the units run as, writable by them (vLLM, "
+               "torch and triton keep their caches in `~/.cache`)."),
+    _host_root("services_root", "Root of the cluster services' venvs (vllm-router, Mooncake): "
+               "`DEPLOYMENT/services`."),
+    _host_root("services_user_home", "Home of the service user the cluster services run as, writable by their "
+               "units (the same as `vllm_fleet_uv_user_home` when both run as one user)."),
     Var("docker_security_opts", "list", "Docker security options, merged with the accelerator's (ROCm: "
         "`vllm_fleet_rocm_security_opts`); `no-new-privileges`: no process in the container gains privileges.",
         scope="host", default=["no-new-privileges"], pattern=SECURITY_OPT_RE,
